@@ -1,0 +1,55 @@
+"""The one exception tree of grainlite.
+
+Every error grainlite raises on purpose derives from :class:`GrainliteError` *and* from the builtin
+exception users of Grain already catch, so ``except ValueError`` keeps working after a switch::
+
+    GrainliteError
+    ├── GrainliteValueError (ValueError)      bad arguments, bad values
+    │   └── CheckpointMismatchError           a state that does not fit this loader
+    ├── GrainliteTypeError (TypeError)        wrong kinds of objects
+    ├── GrainliteRuntimeError (RuntimeError)  the pipeline could not go on
+    │   ├── WorkerDiedError                   a worker process ended without reporting
+    │   └── LoaderClosedError                 use after close()
+    ├── SharedMemoryFullError (OSError)       /dev/shm has no room for a buffer
+    └── MissingExtraError (ImportError)       an optional dependency is not installed
+
+Messages follow one rule: name the thing, show the value received, state the rule, say the fix.
+"""
+
+from __future__ import annotations
+
+
+class GrainliteError(Exception):
+    """Base class of every error grainlite raises deliberately."""
+
+
+class GrainliteValueError(GrainliteError, ValueError):
+    """An argument or value breaks a documented rule."""
+
+
+class GrainliteTypeError(GrainliteError, TypeError):
+    """An object of the wrong kind was passed."""
+
+
+class GrainliteRuntimeError(GrainliteError, RuntimeError):
+    """The pipeline cannot continue."""
+
+
+class CheckpointMismatchError(GrainliteValueError):
+    """A saved iterator state does not belong to this loader."""
+
+
+class WorkerDiedError(GrainliteRuntimeError):
+    """A worker process ended without reporting an error (killed, out of memory, ``os._exit``)."""
+
+
+class LoaderClosedError(GrainliteRuntimeError):
+    """An iterator was used after ``close()``."""
+
+
+class SharedMemoryFullError(GrainliteError, OSError):
+    """Shared memory (``/dev/shm``) has no room for another buffer."""
+
+
+class MissingExtraError(GrainliteError, ImportError):
+    """An optional dependency is missing; the message names the pip extra that installs it."""

@@ -1,0 +1,5 @@
+"""Names Grain keeps under ``grain.experimental``."""
+
+from grainlite.transforms.base import FlatMapTransform
+
+__all__ = ["FlatMapTransform"]

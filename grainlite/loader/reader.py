@@ -1,0 +1,179 @@
+"""The read stage of one process: sampler keys and source reads for a worker's positions, in order.
+
+A worker reads the global sampler indices ``first, first + stride, first + 2*stride, ...`` below the
+sampler's length (see :class:`WorkerSlice`). Reads happen in chunks: record keys for a whole chunk
+come from one vectorized sampler call where the sampler offers ``record_keys``, and the source is
+read with one ``__getitems__`` call where it has one. With reader threads, several chunks are read
+ahead in parallel and handed over in submission order, so the order never depends on timing.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from grainlite.loader.options import ReadOptions
+
+_MAX_CHUNK = 256
+_FIRST_CHUNK = 8
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSlice:
+    """The global sampler indices one worker reads: ``first + stride * m`` while below ``end``.
+
+    ``end`` is the sampler's length, or None when the sampler has no ``__len__`` (then the stream
+    ends at the first index for which the sampler raises IndexError).
+    """
+
+    first: int
+    stride: int
+    end: int | None
+
+    @classmethod
+    def of(cls, sampler: Any, shard_index: int, shard_count: int, worker: int, workers: int):
+        """The slice of worker ``worker`` of ``workers`` on host ``shard_index`` of ``shard_count``."""
+        end = len(sampler) if hasattr(sampler, "__len__") else None
+        return cls(shard_index + shard_count * worker, shard_count * workers, end)
+
+    def index(self, position: int) -> int:
+        """The global sampler index of this worker's ``position``-th read."""
+        return self.first + self.stride * position
+
+    def positions(self) -> int | None:
+        """How many positions this worker reads, or None if unknown (no sampler length)."""
+        if self.end is None:
+            return None
+        return max(0, -(-(self.end - self.first) // self.stride))
+
+
+# One chunk: (rng seeds or rng objects per record, or None when no record has an rng; the data).
+Chunk = tuple[list[Any] | None, list[Any]]
+
+
+def _make_chunk_reader(sampler: Any, source: Any, worker: WorkerSlice) -> Callable[[int, int], Chunk]:
+    """Returns ``read(m0, m1)`` reading positions [m0, m1); a short result means the stream ended."""
+    source_len = len(source)
+    getitems = getattr(source, "__getitems__", None)
+    getitem = source.__getitem__
+
+    def read_data(keys: np.ndarray) -> list[Any]:
+        if source_len and int(keys.max()) >= source_len:
+            keys = keys % source_len  # Grain wraps keys past the end of the source.
+        if getitems is not None:
+            return list(getitems(keys.tolist()))
+        return [getitem(k) for k in keys.tolist()]
+
+    record_keys = getattr(sampler, "record_keys", None)
+    if record_keys is not None and hasattr(sampler, "seed"):
+        seed = sampler.seed
+
+        def read(m0: int, m1: int) -> Chunk:
+            indices = worker.first + worker.stride * np.arange(m0, m1, dtype=np.int64)
+            keys = np.asarray(record_keys(indices), dtype=np.int64)
+            seeds = None if seed is None else (indices + seed).tolist()
+            return seeds, read_data(keys)
+
+        return read
+
+    def read_custom(m0: int, m1: int) -> Chunk:
+        rngs, keys = [], []
+        for m in range(m0, m1):
+            try:
+                metadata = sampler[worker.first + worker.stride * m]
+            except IndexError:
+                break
+            rngs.append(metadata.rng)
+            keys.append(metadata.record_key)
+        if not keys:
+            return None, []
+        data = read_data(np.asarray(keys, dtype=np.int64))
+        return (rngs if any(r is not None for r in rngs) else None), data
+
+    return read_custom
+
+
+class RecordReader:
+    """Iterates chunks of (rng seeds, data) for one worker's positions from ``start`` on.
+
+    Args:
+      sampler: the sampler (``record_keys`` and ``seed`` make reads vectorized).
+      source: a random-access data source.
+      worker: which global indices this worker reads.
+      start: the first position to read (positions before it were consumed before a restore).
+      options: reader threads and read-ahead depth.
+    """
+
+    def __init__(
+        self, sampler: Any, source: Any, worker: WorkerSlice, start: int, options: ReadOptions
+    ) -> None:
+        self._read = _make_chunk_reader(sampler, source, worker)
+        total = worker.positions()
+        self._stop = sys.maxsize if total is None else total
+        self._next = start
+        self._options = options
+        self._submitted = False
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: collections.deque[tuple[int, Future[Chunk]]] = collections.deque()
+        if options.synchronous:
+            self._chunk = _MAX_CHUNK
+            self._depth = 0
+        else:
+            per_thread = options.prefetch_buffer_size // options.num_threads
+            self._chunk = max(1, min(_MAX_CHUNK, per_thread))
+            self._depth = max(1, options.prefetch_buffer_size // self._chunk)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        if self._depth == 0:
+            return self._iterate_synchronously()
+        return self._iterate_threaded()
+
+    def _iterate_synchronously(self) -> Iterator[Chunk]:
+        size = _FIRST_CHUNK
+        while self._next < self._stop:
+            m1 = min(self._stop, self._next + size)
+            chunk = self._read(self._next, m1)
+            if chunk[1]:
+                yield chunk
+            if len(chunk[1]) < m1 - self._next:
+                return
+            self._next = m1
+            size = min(self._chunk, size * 2)
+
+    def _submit(self) -> None:
+        assert self._pool is not None
+        # The first chunk is small so that the first element is ready soon.
+        size = self._chunk if self._submitted else min(self._chunk, _FIRST_CHUNK)
+        self._submitted = True
+        m1 = min(self._stop, self._next + size)
+        self._pending.append((m1 - self._next, self._pool.submit(self._read, self._next, m1)))
+        self._next = m1
+
+    def _iterate_threaded(self) -> Iterator[Chunk]:
+        self._pool = ThreadPoolExecutor(self._options.num_threads, "grainlite-reader")
+        while True:
+            while len(self._pending) < self._depth and self._next < self._stop:
+                self._submit()
+            if not self._pending:
+                return
+            wanted, future = self._pending.popleft()
+            chunk = future.result()
+            if chunk[1]:
+                yield chunk
+            if len(chunk[1]) < wanted:
+                return
+
+    def close(self) -> None:
+        """Stops reading ahead: pending reads are cancelled and the threads end."""
+        for _, future in self._pending:
+            future.cancel()
+        self._pending.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None

@@ -1,0 +1,235 @@
+"""The iterator's checkpoint: small JSON, byte-compatible with Grain's DataLoader (version 2).
+
+Pipelines without a FlatMapTransform store, per worker, the global index of the last record behind
+its last delivered element (``last_seen_indices``) and which worker is read next. Pipelines with a
+FlatMapTransform store Grain's nested per-layer state instead (Grain does the same), so that a
+restore can skip the outputs of a partly delivered input.
+
+Decoding uses ``json.loads`` and checks every field by hand: nothing from a checkpoint is ever
+unpickled or executed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from grainlite.errors import CheckpointMismatchError, GrainliteValueError
+
+VERSION = 2
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a state must agree with: this loader's process layout and identity strings."""
+
+    worker_count: int
+    shard_index: int
+    shard_count: int
+    sampler_repr: str
+    source_repr: str
+    flat_map: bool
+
+    @property
+    def workers(self) -> int:
+        """Streams per host: the worker count, or 1 for the in-process loader."""
+        return max(self.worker_count, 1)
+
+    def first_index(self, worker: int) -> int:
+        return self.shard_index + self.shard_count * worker
+
+    @property
+    def stride(self) -> int:
+        return self.workers * self.shard_count
+
+
+@dataclass
+class IteratorPosition:
+    """Where an iterator stands: per-worker states, the next worker to read, finished workers."""
+
+    states: list[Any]
+    next_worker: int
+    exhausted: list[bool]
+
+
+def _nested_to_json(state: Any) -> dict[str, Any]:
+    if isinstance(state, tuple):
+        before, taken = state
+        return {"parent": _nested_to_json(before), "next_index_in_buffer": taken}
+    return {"next_index": state}
+
+
+def encode(position: IteratorPosition, layout: Layout) -> bytes:
+    """The state as Grain writes it: ``json.dumps(..., indent=4)`` encoded as UTF-8."""
+    if layout.flat_map:
+        nested = [_nested_to_json(s) for s in position.states]
+        if layout.worker_count == 0:
+            document: dict[str, Any] = nested[0]
+        else:
+            document = {
+                "next_index_in_cycle": position.next_worker,
+                "next_index_in_datasets": layout.worker_count,
+                "iterators_in_use_indices": list(range(layout.worker_count)),
+                "iterators_in_use_states": nested,
+                "exhausted": [int(e) for e in position.exhausted],
+                "future_states": {},
+            }
+        return json.dumps(document, indent=4).encode()
+    last_seen = {
+        str(w): layout.first_index(w) + (count - 1) * layout.stride
+        for w, count in enumerate(position.states)
+    }
+    document = {
+        "version": VERSION,
+        "last_seen_indices": last_seen,
+        "last_worker_index": position.next_worker - 1 if layout.worker_count else -1,
+        "worker_count": layout.worker_count,
+        "sampler": layout.sampler_repr,
+        "data_source": layout.source_repr,
+    }
+    return json.dumps(document, indent=4).encode()
+
+
+def _bad(what: str) -> GrainliteValueError:
+    return GrainliteValueError(
+        f"Invalid iterator state: {what}. Pass the bytes returned by get_state() of a loader "
+        f"with the same settings."
+    )
+
+
+def _load(state: bytes | str) -> Any:
+    if isinstance(state, bytes | bytearray):
+        try:
+            state = bytes(state).decode()
+        except UnicodeDecodeError as error:
+            raise _bad(f"it is not UTF-8 text ({error})") from None
+    if not isinstance(state, str):
+        raise _bad(f"expected bytes, got {type(state).__name__}")
+    try:
+        return json.loads(state)
+    except json.JSONDecodeError as error:
+        raise _bad(f"it is not valid JSON ({error})") from None
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(f"{where} must be an integer, got {value!r}")
+    return value
+
+
+def _nested_from_json(node: Any, where: str) -> Any:
+    if not isinstance(node, dict):
+        raise _bad(f"{where} must be a JSON object, got {node!r}")
+    if set(node) == {"next_index"}:
+        count = _int(node["next_index"], f"{where}.next_index")
+        if count < 0:
+            raise _bad(f"{where}.next_index must be >= 0, got {count}")
+        return count
+    if set(node) == {"parent", "next_index_in_buffer"}:
+        taken = _int(node["next_index_in_buffer"], f"{where}.next_index_in_buffer")
+        if taken < 0:
+            raise _bad(f"{where}.next_index_in_buffer must be >= 0, got {taken}")
+        return (_nested_from_json(node["parent"], f"{where}.parent"), taken)
+    raise _bad(f"{where} has keys {sorted(node)}, expected a FlatMapTransform pipeline's state")
+
+
+def _depth(state: Any) -> int:
+    return 1 + _depth(state[0]) if isinstance(state, tuple) else 0
+
+
+def _decode_nested(document: Any, layout: Layout, flat_maps: int) -> IteratorPosition:
+    if layout.worker_count == 0:
+        states = [_nested_from_json(document, "state")]
+        exhausted = [False]
+        next_worker = 0
+    else:
+        if not isinstance(document, dict) or "iterators_in_use_states" not in document:
+            raise _bad("expected the state of a FlatMapTransform pipeline with workers")
+        raw = document["iterators_in_use_states"]
+        if not isinstance(raw, list) or len(raw) != layout.worker_count:
+            raise CheckpointMismatchError(
+                "Worker count in checkpoint does not match dataloader worker count.\n"
+                f"worker count in checkpoint: {len(raw) if isinstance(raw, list) else raw!r}\n"
+                f"worker count in dataloader: {layout.worker_count}\n"
+                "Restore with the worker_count the checkpoint was saved with."
+            )
+        states = [_nested_from_json(s, f"worker {w}") for w, s in enumerate(raw)]
+        flags = document.get("exhausted", [0] * layout.worker_count)
+        if not isinstance(flags, list) or len(flags) != layout.worker_count:
+            raise _bad(f"exhausted must be a list of {layout.worker_count} flags")
+        exhausted = [bool(_int(f, "exhausted")) for f in flags]
+        next_worker = _int(document.get("next_index_in_cycle"), "next_index_in_cycle")
+        next_worker %= layout.worker_count
+    for w, state in enumerate(states):
+        if _depth(state) != flat_maps:
+            raise _bad(
+                f"worker {w}'s state nests {_depth(state)} FlatMapTransform levels, this loader "
+                f"has {flat_maps}"
+            )
+    return IteratorPosition(states, next_worker, exhausted)
+
+
+def decode(state: bytes | str, layout: Layout, flat_maps: int = 0) -> IteratorPosition:
+    """Parses and validates a state for this loader; raises with what differs and how to fix it."""
+    document = _load(state)
+    if layout.flat_map:
+        return _decode_nested(document, layout, flat_maps)
+    if not isinstance(document, dict):
+        raise _bad(f"expected a JSON object, got {type(document).__name__}")
+    if "iterators_in_use_states" in document or "parent" in document:
+        raise _bad(
+            "it was saved by a pipeline with a FlatMapTransform, this loader has none; restore it "
+            "into a loader with the same operations"
+        )
+    missing = [k for k in ("version", "last_seen_indices", "last_worker_index", "worker_count",
+                           "sampler", "data_source") if k not in document]
+    if missing:
+        raise _bad(f"the fields {missing} are missing")
+    if document["version"] != VERSION:
+        raise _bad(f"version {document['version']!r} is not supported, only version {VERSION}")
+    _check_identity(document, layout)
+    seen = document["last_seen_indices"]
+    expected_keys = [str(w) for w in range(layout.workers)]
+    if not isinstance(seen, dict) or sorted(seen) != sorted(expected_keys):
+        raise _bad(f"last_seen_indices must have the keys {expected_keys}, got {seen!r}")
+    states = []
+    for w in range(layout.workers):
+        offset = _int(seen[str(w)], f"last_seen_indices[{w!r}]") - layout.first_index(w)
+        if offset % layout.stride or offset < -layout.stride:
+            raise _bad(
+                f"last_seen_indices[{str(w)!r}]={seen[str(w)]} is not an index worker {w} reads "
+                f"(those are {layout.first_index(w)} + {layout.stride}*k on this shard)"
+            )
+        states.append(offset // layout.stride + 1)
+    last = _int(document["last_worker_index"], "last_worker_index")
+    if not -1 <= last < layout.workers:
+        raise _bad(f"last_worker_index must be in [-1, {layout.workers - 1}], got {last}")
+    next_worker = (last + 1) % layout.workers if layout.worker_count else 0
+    return IteratorPosition(states, next_worker, [False] * layout.workers)
+
+
+def _check_identity(document: dict[str, Any], layout: Layout) -> None:
+    if document["worker_count"] != layout.worker_count:
+        raise CheckpointMismatchError(
+            "Worker count in checkpoint does not match dataloader worker count.\n"
+            f"worker count in checkpoint: {document['worker_count']}\n"
+            f"worker count in dataloader: {layout.worker_count}\n"
+            "Restore with the worker_count the checkpoint was saved with."
+        )
+    if document["sampler"] != layout.sampler_repr:
+        raise CheckpointMismatchError(
+            "Sampler in checkpoint does not match dataloader sampler.\n"
+            f"sampler in checkpoint: {document['sampler']}\n"
+            f"sampler in dataloader: {layout.sampler_repr}\n"
+            "The sampler is compared by `repr(sampler)`: build the loader with the same sampler "
+            "arguments, or give a custom sampler a stable `__repr__`."
+        )
+    if document["data_source"] != layout.source_repr:
+        raise CheckpointMismatchError(
+            "DataSource in checkpoint does not match datasource in dataloader.\n"
+            f"data source in checkpoint: {document['data_source']}\n"
+            f"data source in dataloader: {layout.source_repr}\n"
+            "The source is compared by `repr(data_source)`: use the same data, or give a custom "
+            "source a stable `__repr__` (no memory addresses or random names)."
+        )

@@ -1,0 +1,53 @@
+"""Fixtures shared by every test: each test must leave no child process and no shared memory."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+
+import pytest
+
+from grainlite.loader import shm
+
+
+def child_processes() -> set[int]:
+    """Pids of live (non-zombie) child processes of this process."""
+    me = os.getpid()
+    children = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            children.add(int(entry))
+    return children
+
+
+def own_segments() -> set[str]:
+    """grainlite segments in /dev/shm owned by this process."""
+    return {n for n in shm.list_segments() if shm.owner_pid(n) == os.getpid()}
+
+
+@pytest.fixture(autouse=True)
+def leaves_no_processes_or_shared_memory():
+    """Fails the test if it leaves a child process or a /dev/shm segment of this process behind."""
+    children_before, segments_before = child_processes(), own_segments()
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        gc.collect()
+        children = child_processes() - children_before
+        segments = own_segments() - segments_before
+        if not children and not segments:
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    for name in segments:
+        shm.unlink(name)
+    pytest.fail(f"left behind: child processes {sorted(children)}, segments {sorted(segments)}")
