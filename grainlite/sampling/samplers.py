@@ -1,0 +1,291 @@
+"""Samplers: which record each global index reads, and the random generator that goes with it.
+
+A sampler maps a global index ``i`` (a position in the stream shared by all hosts; host ``s`` of
+``S`` reads the indices ``i = s, s + S, s + 2S, ...``) to :class:`RecordMetadata`. The two built-in
+samplers reproduce Grain's record order exactly, and add :meth:`record_keys`, which computes the
+keys of a whole block of indices with numpy (the loader's hot path) through the same code that
+``__getitem__`` uses. Their reprs are Grain's, because checkpoints compare them.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+import sys
+from typing import Any, Protocol
+
+import numpy as np
+
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.sampling.index_shuffle import _shuffle_trusted
+from grainlite.sampling.records import RecordMetadata
+from grainlite.sampling.sharding import NoSharding, ShardOptions, even_split
+
+_UINT32 = 2**32
+# The default shard options: one immutable instance, shown as `NoSharding(...)` in signatures.
+_NO_SHARDING = NoSharding()
+
+
+class Sampler(Protocol):
+    """What the DataLoader needs of a sampler: metadata for a global index, IndexError past the end.
+
+    ``__len__`` is optional; without it the loader finds the end by the IndexError. A custom sampler
+    carries no sharding, so the DataLoader then needs ``shard_options=``.
+    """
+
+    def __getitem__(self, index: int) -> RecordMetadata:
+        """Returns the metadata of global index ``index``; raises IndexError past the end."""
+        ...
+
+
+def _check_num_records(owner: str, num_records: Any) -> int:
+    if not isinstance(num_records, numbers.Integral):
+        raise GrainliteTypeError(
+            f"{owner}: num_records must be an int, got {type(num_records).__name__} "
+            f"{num_records!r}; pass num_records=len(data_source)."
+        )
+    if num_records <= 0:
+        raise GrainliteValueError(
+            f"Invalid number of records in Sampler. Got {num_records} records, but number of "
+            "records must be greater than 0. A sampler needs a non-empty data source."
+        )
+    return int(num_records)
+
+
+def _check_shard_options(owner: str, shard_options: Any) -> ShardOptions:
+    if not isinstance(shard_options, ShardOptions):
+        raise GrainliteTypeError(
+            f"{owner}: shard_options must be a ShardOptions, got {type(shard_options).__name__} "
+            f"{shard_options!r}; pass NoSharding(), ShardByJaxProcess() or ShardOptions(i, n)."
+        )
+    return shard_options
+
+
+def _check_index(sampler: Any, index: Any, length: int) -> int:
+    """``index`` as an int in ``[0, length)``, else Grain's IndexError (or a TypeError)."""
+    try:
+        position = operator.index(index)
+    except TypeError:
+        raise GrainliteTypeError(
+            f"{type(sampler).__name__} index must be an int, got {type(index).__name__} {index!r}."
+        ) from None
+    if not 0 <= position < length:
+        raise IndexError(
+            f"RecordMetadata object index is out of bounds; Got index {position}, allowed indices "
+            f"should be in [0, {length}] (the end is excluded: valid indices are "
+            f"0 <= index < {length})."
+        )
+    return position
+
+
+def _make_rng(seed: int | None, index: int) -> np.random.Generator | None:
+    """The per-record generator, ``Generator(Philox(key=seed + index))``, as Grain makes it."""
+    if seed is None:
+        return None
+    return np.random.Generator(np.random.Philox(key=seed + index))
+
+
+class _KeyedSampler:
+    """What the built-in samplers share: ``__getitem__`` goes through ``record_keys``.
+
+    Subclasses set ``_length``, ``_seed`` and ``_shard_options`` (read by the DataLoader) and
+    implement :meth:`record_keys`; one-element lookups then use the same code as whole blocks.
+    """
+
+    _length: int
+    _seed: int | None
+    _shard_options: ShardOptions
+
+    @property
+    def seed(self) -> int | None:
+        """The seed of the per-record generators (and of the shuffle), or None."""
+        return self._seed
+
+    def __len__(self) -> int:
+        return self._length
+
+    def record_keys(self, indices: np.ndarray) -> np.ndarray:
+        """The record keys of global indices, all in ``[0, len)``, as an int64 array."""
+        raise NotImplementedError
+
+    def __getitem__(self, index: int) -> RecordMetadata:
+        """The metadata of global index ``index``; IndexError outside ``[0, len)``."""
+        position = _check_index(self, index, self._length)
+        key = int(self.record_keys(np.array([position], dtype=np.int64))[0])
+        return RecordMetadata(index=position, record_key=key, rng=_make_rng(self._seed, position))
+
+
+class SequentialSampler(_KeyedSampler):
+    """Reads records in order: global index ``i`` reads record ``i``, for one pass over the data.
+
+    The sampler does no sharding itself: host ``s`` of ``S`` reads the indices ``s, s + S, ...``,
+    so its records are strided. With ``shard_options.drop_remainder`` the length is trimmed to a
+    multiple of the shard count so that all hosts read equally many.
+
+    Args:
+      num_records: how many records the data source has (> 0).
+      shard_options: the sharding the DataLoader inherits; only ``drop_remainder`` affects keys.
+      seed: if set, every record gets ``Generator(Philox(key=seed + i))`` for random transforms.
+        Unlike IndexSampler's, any non-negative int is accepted, as in Grain.
+    """
+
+    def __init__(
+        self,
+        num_records: int,
+        shard_options: ShardOptions = _NO_SHARDING,
+        seed: int | None = None,
+    ) -> None:
+        self._num_records = _check_num_records("SequentialSampler", num_records)
+        self._shard_options = _check_shard_options("SequentialSampler", shard_options)
+        if seed is not None and not isinstance(seed, int):
+            raise GrainliteTypeError(
+                f"Expected seed of int type. Got seed with type {type(seed)}; pass a Python int."
+            )
+        if seed is not None and seed < 0:
+            raise GrainliteValueError(
+                f"SequentialSampler: seed must be a non-negative int or None, got {seed}."
+            )
+        self._seed = seed
+        count = shard_options.shard_count
+        if shard_options.drop_remainder:
+            self._length = (self._num_records // count) * count
+        else:
+            self._length = self._num_records
+
+    def record_keys(self, indices: np.ndarray) -> np.ndarray:
+        """The record keys of global indices in ``[0, len)``: the indices themselves, as int64."""
+        return np.array(indices, dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return (
+            f"SequentialSampler(num_records={self._num_records}, "
+            f"shard_options={self._shard_options!r})"
+        )
+
+
+class IndexSampler(_KeyedSampler):
+    """Grain's standard sampler: sharded, optionally shuffled, for some or unlimited epochs.
+
+    The host's records are the contiguous block ``[a, a + L)`` that :func:`even_split` gives its
+    shard. Host position ``p = i // shard_count`` is in epoch ``e = p // L`` at offset ``j = p % L``
+    and reads record ``a + j``, or with ``shuffle`` record ``a + index_shuffle(j, L - 1, (seed + e)
+    % 2**32)``: every epoch is a fresh permutation of the host's block, reproducible from the seed.
+
+    Args:
+      num_records: how many records the data source has (> 0).
+      shard_options: which block of the records this host reads.
+      shuffle: permute the records of every epoch (needs ``seed``).
+      num_epochs: how many passes over the data, or None for an endless stream.
+      seed: an int in ``[0, 2**32 - 1]``; seeds the shuffle and the per-record generators
+        ``Generator(Philox(key=seed + i))``.
+    """
+
+    def __init__(
+        self,
+        num_records: int,
+        shard_options: ShardOptions = _NO_SHARDING,
+        shuffle: bool = False,
+        num_epochs: int | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self._num_records = _check_num_records("IndexSampler", num_records)
+        self._shard_options = _check_shard_options("IndexSampler", shard_options)
+        if num_epochs is not None:
+            if not isinstance(num_epochs, numbers.Integral):
+                raise GrainliteTypeError(
+                    f"IndexSampler: num_epochs must be an int or None, got "
+                    f"{type(num_epochs).__name__} {num_epochs!r}."
+                )
+            if num_epochs <= 0:
+                raise GrainliteValueError(
+                    "Invalid number of epochs in Index Sampler."
+                    f"Got {num_epochs} epochs, but number of epochs must be greater than 0. "
+                    "Pass num_epochs=None for an endless stream."
+                )
+            num_epochs = int(num_epochs)
+        if shuffle and seed is None:
+            raise GrainliteValueError(
+                "Shuffling requires specifying a seed. Pass seed=<an int in [0, 2**32 - 1]>."
+            )
+        if seed is not None:
+            if not isinstance(seed, int):
+                raise GrainliteTypeError(
+                    f"Expected seed of int type. Got seed with type {type(seed)}; "
+                    "pass a Python int."
+                )
+            if seed < 0 or seed.bit_length() > 32:
+                raise GrainliteValueError(
+                    f"Seed should be positive 32-bit integer. Got {seed}; pass an int in "
+                    "[0, 2**32 - 1], e.g. seed % 2**32."
+                )
+        self._shuffle = shuffle
+        self._num_epochs = num_epochs
+        self._seed = seed
+        start, end = even_split(self._num_records, shard_options)
+        self._block_start, self._block_len = start, end - start
+        self._length = self._compute_length()
+        if self._block_len == 0 and shard_options.shard_index < self._length:
+            # Grain fails with ZeroDivisionError at this host's first read; say why, and early.
+            raise self._no_records_error()
+
+    def _no_records_error(self) -> GrainliteValueError:
+        options = self._shard_options
+        return GrainliteValueError(
+            f"IndexSampler: shard {options.shard_index} of {options.shard_count} gets no records, "
+            f"because num_records={self._num_records} is smaller than "
+            f"shard_count={options.shard_count}. Use at most {self._num_records} shards or more "
+            "records."
+        )
+
+    def _compute_length(self) -> int:
+        if self._num_epochs is None:
+            return sys.maxsize
+        if self._shard_options.drop_remainder:
+            # Every shard reads the same L records per epoch; the remainder is never read.
+            return self._num_epochs * self._block_len * self._shard_options.shard_count
+        # Each host reads its own indices below E*N; short blocks wrap into a partial epoch.
+        return self._num_epochs * self._num_records
+
+    def record_keys(self, indices: np.ndarray) -> np.ndarray:
+        """The record keys of global indices, all in ``[0, len)``, as an int64 array.
+
+        The vectorized form of ``sampler[i].record_key``: no generators are made, and each epoch
+        present in the block is shuffled with one vectorized call.
+        """
+        if not self._block_len:
+            # Only reachable when this host reads no index at all (else __init__ raised).
+            raise self._no_records_error()
+        positions = np.array(indices, dtype=np.int64)
+        if self._shard_options.shard_count > 1:
+            positions //= self._shard_options.shard_count
+        if not positions.size:
+            return positions
+        if self._shuffle:
+            positions = self._shuffle_positions(positions.ravel()).reshape(positions.shape)
+        else:
+            positions %= self._block_len
+        positions += self._block_start
+        return positions
+
+    def _shuffle_positions(self, positions: np.ndarray) -> np.ndarray:
+        """Host positions to shuffled offsets in the block, one permutation per epoch present."""
+        length, seed = self._block_len, int(self._seed)  # type: ignore[arg-type]  # shuffle has one
+        first, last = int(positions.min()) // length, int(positions.max()) // length
+        if first == last:  # the common case: the whole block lies in one epoch
+            if first:
+                positions -= first * length
+            return _shuffle_trusted(positions, length - 1, (seed + first) % _UINT32)
+        epochs, offsets = np.divmod(positions, length)
+        order = np.argsort(epochs, kind="stable")
+        bounds = np.flatnonzero(np.diff(epochs[order])) + 1
+        for group in np.split(order, bounds):
+            epoch_seed = (seed + int(epochs[group[0]])) % _UINT32
+            offsets[group] = _shuffle_trusted(offsets[group], length - 1, epoch_seed)
+        return offsets
+
+    def __repr__(self) -> str:
+        return (
+            f"IndexSampler(num_records={self._num_records}, "
+            f"shard_options={self._shard_options!r}, shuffle={self._shuffle}, "
+            f"num_epochs={self._num_epochs}, seed={self._seed})"
+        )

@@ -1,0 +1,334 @@
+"""``ArrayRecordDataSource``: the records of ArrayRecord files, their keys concatenated in order.
+
+It is a drop-in for Grain's (and array_record's) class of the same name, with the same repr, so
+Grain checkpoints validate against it, and it differs where that makes it faster or safer:
+
+- Readers open lazily in the process that reads and are never pickled; a process that finds
+  readers opened by another pid (a fork) opens its own. Reads are thread-safe.
+- A single key is read with the reader's range read ``read(k, k + 1)``. array_record's own
+  ``__getitem__`` uses the index-list read ``read([k])``, whose fixed cost grows with the file's
+  record count (about 0.25 ms per call on a 100k-record file, against about 4 us).
+- A batch is read per file as runs of consecutive keys (one range read per run), or with one
+  index-list read when the runs are many compared with the file's size (measured crossover).
+- A missing file raises FileNotFoundError when the source is built, not at the first read.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import hashlib
+import operator
+import os
+import re
+import threading
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, SupportsIndex
+
+import numpy as np
+
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.sources.protocol import key_out_of_range
+
+# Random-access defaults, as array_record's own data source uses; reader_options override them.
+_DEFAULT_OPTIONS = {"readahead_buffer_size": "0"}
+_FILE_BUFFER_SIZE = 32768
+# One index-list read costs about as much as this many range reads per record in the file
+# (measured on 16-byte records: ~2.5 ns per record in the file per call vs ~4 us per range read).
+_RUNS_PER_LIST_READ = 256
+_INT32_MAX = 2**31 - 1  # The range read takes int32 bounds.
+_SLICED = re.compile(r"(.*)\[(\d+):(\d+)\]")
+
+
+def _module() -> Any:
+    from array_record.python import array_record_module  # A core dependency, loaded at use.
+
+    return array_record_module
+
+
+@dataclass(frozen=True)
+class _File:
+    """The records ``[start, end)`` of one file that holds ``records`` records."""
+
+    path: str
+    start: int
+    end: int
+    records: int
+
+
+class _ProcessReaders:
+    """The readers one process opened; a fork gets a new one instead of sharing the parent's."""
+
+    def __init__(self, count: int) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.readers: list[Any] = [None] * count
+
+
+class ArrayRecordDataSource:
+    """Random access to the records of ArrayRecord files, as ``bytes``.
+
+    Args:
+      paths: one path, or a non-empty sequence of them. A path is a str or ``os.PathLike``, a
+        ``"file[start:end]"`` str for part of a file, or a TFDS ``FileInstruction`` (an object
+        with ``filename``, ``skip`` and ``take``). Keys run through the files in this order.
+      reader_options: array_record reader options, e.g. ``{"readahead_buffer_size": "0"}``; they
+        override grainlite's random-access defaults.
+
+    Raises:
+      FileNotFoundError: a path names no file.
+      GrainliteValueError: ``paths`` is empty or of the wrong kind, a file is not an ArrayRecord
+        file, a slice runs past the end of its file, or array_record refuses ``reader_options``.
+    """
+
+    def __init__(self, paths: Any, reader_options: dict[str, str] | None = None) -> None:
+        options = dict(_DEFAULT_OPTIONS)
+        options.update(_check_reader_options(reader_options))
+        self._options = ",".join(f"{key}:{value}" for key, value in options.items())
+        entries = _as_entries(paths)
+        self._files = _resolve(entries, self._options)
+        self._paths = [file.path for file in self._files]
+        self._ends = list(np.cumsum([file.end - file.start for file in self._files]).tolist())
+        self._len = self._ends[-1]
+        # Key k of file i is record k + shift[i] of that file.
+        self._ends_array = np.asarray(self._ends, dtype=np.int64)
+        starts = np.asarray([file.start for file in self._files], dtype=np.int64)
+        self._shift = starts - np.r_[0, self._ends_array[:-1]]
+        digest = hashlib.sha1()
+        for path in self._paths:
+            digest.update(path.encode())
+        self._repr = f"ArrayRecordDataSource(hash_of_paths={digest.hexdigest()})"
+        self._state = _ProcessReaders(len(self._files))
+
+    @property
+    def paths(self) -> list[str]:
+        """The file of every path given, in key order (slices and FileInstructions unwrapped)."""
+        return list(self._paths)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _reader(self, index: int) -> Any:
+        state = self._state
+        if state.pid != os.getpid():  # Forked: the parent's readers are not ours to use.
+            state = self._state = _ProcessReaders(len(self._files))
+        reader = state.readers[index]
+        if reader is None:
+            with state.lock:
+                reader = state.readers[index]
+                if reader is None:
+                    reader = _open(self._files[index].path, self._options)
+                    state.readers[index] = reader
+        return reader
+
+    def __getitem__(self, key: SupportsIndex) -> bytes:
+        """The record under ``key`` in ``[0, len)``."""
+        k = _as_key(key)
+        if not 0 <= k < self._len:
+            raise key_out_of_range("ArrayRecordDataSource", k, self._len)
+        index = bisect.bisect_right(self._ends, k) if len(self._files) > 1 else 0
+        position = k - (self._ends[index - 1] if index else 0) + self._files[index].start
+        if position < _INT32_MAX:
+            return self._reader(index).read(position, position + 1)[0]
+        return self._reader(index).read([position])[0]
+
+    def __getitems__(self, keys: Sequence[SupportsIndex]) -> list[bytes]:
+        """The records under all ``keys``, in order, with as few reader calls as possible."""
+        array = np.asarray(keys).reshape(-1)
+        if array.size == 0:
+            return []
+        if array.dtype.kind not in "biu" or (array.dtype.kind == "u" and array.max() >= 2**63):
+            return [self[key] for key in keys]  # Not int64 keys: reports the first bad one exactly.
+        array = array.astype(np.int64, copy=False)
+        if array.min() < 0 or array.max() >= self._len:
+            bad = np.flatnonzero((array < 0) | (array >= self._len))[0]
+            raise key_out_of_range("ArrayRecordDataSource", int(array[bad]), self._len)
+        if len(self._files) == 1:
+            return self._read_file(0, array + self._files[0].start)
+        file_of = np.searchsorted(self._ends_array, array, side="right")
+        positions = array + self._shift[file_of]
+        if file_of[0] == file_of[-1] and (file_of == file_of[0]).all():
+            return self._read_file(int(file_of[0]), positions)
+        records: list[bytes] = [b""] * array.size
+        for index in np.unique(file_of).tolist():
+            at = np.flatnonzero(file_of == index)
+            for slot, record in zip(at.tolist(), self._read_file(index, positions[at])):
+                records[slot] = record
+        return records
+
+    def _read_file(self, index: int, positions: np.ndarray) -> list[bytes]:
+        reader = self._reader(index)
+        starts = np.flatnonzero(np.diff(positions) != 1) + 1
+        runs = starts.size + 1
+        if (
+            runs * _RUNS_PER_LIST_READ >= self._files[index].records
+            or positions.max() >= _INT32_MAX
+        ):
+            return reader.read(positions.tolist())
+        records: list[bytes] = []
+        bounds = [0, *starts.tolist(), positions.size]
+        firsts = positions[bounds[:-1]].tolist()
+        for first, begin, end in zip(firsts, bounds[:-1], bounds[1:]):
+            records += reader.read(first, first + end - begin)
+        return records
+
+    def close(self) -> None:
+        """Closes the readers this process opened; a later read opens them again."""
+        state, self._state = self._state, _ProcessReaders(len(self._files))
+        if state.pid == os.getpid():
+            for reader in state.readers:
+                if reader is not None:
+                    reader.close()
+
+    def __enter__(self) -> ArrayRecordDataSource:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_state"]  # Open readers never travel; the receiving process opens its own.
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._state = _ProcessReaders(len(self._files))
+
+    def __repr__(self) -> str:
+        return self._repr
+
+
+def _as_key(key: Any) -> int:
+    try:
+        return operator.index(key)
+    except TypeError:
+        raise GrainliteTypeError(
+            f"ArrayRecordDataSource keys must be ints (got {type(key).__name__} {key!r}); pass an "
+            f"int or a numpy integer."
+        ) from None
+
+
+def _check_reader_options(reader_options: Any) -> dict[str, str]:
+    if reader_options is None:
+        return {}
+    if not isinstance(reader_options, dict):
+        raise GrainliteTypeError(
+            f"ArrayRecordDataSource reader_options must be a dict of option names to values (got "
+            f"{type(reader_options).__name__} {reader_options!r}); pass e.g. "
+            f"{{'readahead_buffer_size': '0'}}."
+        )
+    return {str(key): str(value) for key, value in reader_options.items()}
+
+
+def _is_file_instruction(path: Any) -> bool:
+    return all(hasattr(path, name) for name in ("filename", "skip", "take"))
+
+
+def _entry(path: Any, where: str) -> tuple[str, int | None, int | None]:
+    """``(file, start, end)`` of one path; None bounds mean the whole file."""
+    if _is_file_instruction(path):
+        return os.fspath(path.filename), int(path.skip), int(path.skip) + int(path.take)
+    if isinstance(path, (str, os.PathLike)):
+        text = os.fspath(path)
+        if isinstance(text, str):
+            sliced = _SLICED.fullmatch(text)
+            if sliced:
+                return sliced[1], int(sliced[2]), int(sliced[3])
+            return text, None, None
+    raise GrainliteValueError(
+        f"ArrayRecordDataSource paths must be str or os.PathLike paths or FileInstructions "
+        f"(got {type(path).__name__} {path!r}{where}); pass a path such as 'data.array_record' "
+        f"or a list of them."
+    )
+
+
+def _as_entries(paths: Any) -> list[tuple[str, int | None, int | None]]:
+    if isinstance(paths, (str, os.PathLike)) or _is_file_instruction(paths):
+        return [_entry(paths, "")]
+    if not isinstance(paths, Sequence) or isinstance(paths, bytes):
+        return [_entry(paths, "")]  # Raises the error naming what is accepted.
+    if len(paths) == 0:
+        raise GrainliteValueError(
+            f"ArrayRecordDataSource paths must not be empty (got {paths!r}); pass one ArrayRecord "
+            f"file or a list of them, e.g. sorted(glob.glob('data-*.array_record'))."
+        )
+    return [_entry(path, f" at position {i}") for i, path in enumerate(paths)]
+
+
+def _open(path: str, options: str) -> Any:
+    """An open reader of ``path``, or the error saying why there cannot be one."""
+    module = _module()
+    try:
+        reader = module.ArrayRecordReader(
+            path, options=options, file_reader_buffer_size=_FILE_BUFFER_SIZE
+        )
+    except ValueError as error:
+        raise GrainliteValueError(
+            f"array_record refused the reader options {options!r} ({error}); pass reader_options "
+            f"with names it lists."
+        ) from None
+    except RuntimeError as error:  # Releases that check the file when the reader is made.
+        raise _open_error(path, str(error)) from None
+    if reader.ok():
+        return reader
+    try:
+        reader.read([0])  # A reader that failed to open reports why on its first read.
+        message = "unknown error"
+    except RuntimeError as error:
+        message = str(error)
+    raise _open_error(path, message)
+
+
+def _open_error(path: str, message: str) -> Exception:
+    if "No such file or directory" in message:
+        return FileNotFoundError(
+            errno.ENOENT,
+            f"ArrayRecordDataSource found no file at {path!r}: check the path, and expand globs "
+            f"first with sorted(glob.glob(pattern))",
+        )
+    return GrainliteValueError(
+        f"Could not open {path!r} as an ArrayRecord file ({message}); pass files written by "
+        f"array_record's ArrayRecordWriter, e.g. ArrayRecordWriter(path, 'group_size:1')."
+    )
+
+
+def _inspect(entry: tuple[str, int | None, int | None], options: str) -> tuple[_File, str]:
+    """The records to read from one path, and the options its file was written with."""
+    path, start, end = entry
+    reader = _open(path, options)
+    try:
+        count = reader.num_records()
+        written_with = reader.writer_options_string() or ""
+    finally:
+        reader.close()
+    start = 0 if start is None else start
+    end = count if end is None else end
+    if not 0 <= start <= end <= count:
+        raise GrainliteValueError(
+            f"ArrayRecordDataSource slice [{start}:{end}] of {path!r} runs past its {count} "
+            f"records; pass bounds with 0 <= start <= end <= {count}."
+        )
+    return _File(path, start, end, count), written_with
+
+
+def _resolve(entries: list[tuple[str, int | None, int | None]], options: str) -> list[_File]:
+    """Opens every file once (in parallel when there are several) to count and check it."""
+    if len(entries) == 1:
+        results = [_inspect(entries[0], options)]
+    else:
+        with ThreadPoolExecutor(min(16, len(entries))) as pool:
+            results = list(pool.map(lambda entry: _inspect(entry, options), entries))
+    for file, written_with in results:
+        group_size = re.search(r"group_size:(\d+)", written_with)
+        if group_size and group_size[1] != "1":
+            warnings.warn(
+                f"{file.path!r} was written with group_size:{group_size[1]}, so every random read "
+                f"decodes a group of {group_size[1]} records; rewrite it with "
+                f"ArrayRecordWriter(path, 'group_size:1') for fast random access.",
+                stacklevel=4,
+            )
+    return [file for file, _ in results]

@@ -1,0 +1,281 @@
+"""one_batch and show_batch: the first batch of a loader, and a PNG grid of a batch's images."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import grainlite as grain
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.tools import one_batch, show_batch
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class MakeImage(grain.MapTransform):
+    """Record k to a 12x10 RGB picture whose colour depends on k, and its label."""
+
+    def map(self, k: int) -> dict[str, np.ndarray]:
+        image = np.zeros((12, 10, 3), np.uint8)
+        image[..., k % 3] = 40 + 20 * k
+        return {"image": image, "label": np.int64(k % 4), "name": f"picture-{k}"}
+
+
+class DropAll(grain.FilterTransform):
+    def filter(self, element: object) -> bool:
+        return False
+
+
+def image_loader(
+    num_records: int = 12, worker_count: int = 0, operations: list | None = None
+) -> grain.DataLoader:
+    if operations is None:
+        operations = [MakeImage(), grain.Batch(batch_size=4)]
+    return grain.DataLoader(
+        data_source=grain.RangeDataSource(0, num_records, 1),
+        sampler=grain.IndexSampler(num_records, grain.NoSharding(), num_epochs=1),
+        operations=operations,
+        worker_count=worker_count,
+    )
+
+
+def read_png(path: Path) -> np.ndarray:
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    return matplotlib.image.imread(path)
+
+
+def images(n: int = 6, dtype: str = "uint8", channels: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 256, size=(n, 16, 16, channels))
+    return values.astype(dtype)
+
+
+# one_batch -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("worker_count", [0, 2], ids=["in-process", "two-workers"])
+def test_one_batch_returns_the_first_batch_and_closes_its_iterator(worker_count):
+    batch = one_batch(image_loader(worker_count=worker_count))
+    # Worker 0 reads records 0, 2, 4, 6 with two workers; every record in order without.
+    expected = [0, 1, 2, 3] if worker_count == 0 else [0, 2, 4, 6]
+    assert batch["label"].tolist() == [k % 4 for k in expected]
+    assert batch["image"].shape == (4, 12, 10, 3)
+    # The autouse fixture checks that no worker process and no segment is left; the arrays stay
+    # readable after the close.
+    assert int(batch["image"].sum()) > 0
+
+
+def test_one_batch_leaves_an_iterator_it_is_given_open():
+    with iter(image_loader()) as iterator:
+        first = one_batch(iterator)
+        second = next(iterator)
+    assert first["label"].tolist() == [0, 1, 2, 3]
+    assert second["label"].tolist() == [0, 1, 2, 3]  # records 4-7, labels k % 4
+
+
+def test_one_batch_of_an_empty_loader_says_why_it_may_be_empty():
+    loader = image_loader(operations=[DropAll()])
+    with pytest.raises(GrainliteValueError) as raised:
+        one_batch(loader)
+    assert str(raised.value) == (
+        "one_batch got no element: the DataLoader is empty (its sampler selects no record, or a "
+        "filter dropped them all, or Batch(drop_remainder=True) dropped a partial batch); check "
+        "num_records and the operations."
+    )
+
+
+def test_one_batch_of_something_not_iterable_names_what_to_pass():
+    with pytest.raises(GrainliteTypeError) as raised:
+        one_batch(42)
+    assert str(raised.value) == (
+        "one_batch needs a DataLoader (or another iterable), got int; pass the loader itself, "
+        "e.g. one_batch(grain.DataLoader(...))."
+    )
+
+
+# show_batch: what it draws -----------------------------------------------------------------
+
+
+def test_show_batch_draws_a_loaders_first_batch_into_a_png(tmp_path):
+    path = show_batch(image_loader(), tmp_path / "batch.png")
+    assert path == tmp_path / "batch.png"
+    picture = read_png(path)
+    assert picture.ndim == 3 and picture.shape[0] > 100 and picture.shape[1] > 100
+    assert picture[..., :3].std() > 0.05  # something was drawn, not a blank canvas
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        pytest.param({"image": images(), "label": np.arange(6)}, id="dict-uint8"),
+        pytest.param(
+            {"pixels": images(dtype="float32") / 255.0, "labels": np.arange(6)},
+            id="dict-float-unit-range",
+        ),
+        pytest.param(
+            {"x": images(dtype="float32") / 64.0 - 2.0}, id="dict-normalized-float-no-labels"
+        ),
+        pytest.param(
+            {"image": images(channels=1), "label": np.arange(6)}, id="dict-grey-one-channel"
+        ),
+        pytest.param({"image": images(channels=4), "label": np.arange(6)}, id="dict-rgba"),
+        pytest.param((images(), np.arange(6)), id="tuple-image-label"),
+        pytest.param([images(), np.array([b"cat", b"dog"] * 3)], id="list-with-bytes-labels"),
+        pytest.param(images(), id="bare-array"),
+        pytest.param(images(n=1)[0], id="single-hwc-image"),
+        pytest.param(
+            {"image": images(dtype="int32") * 100, "label": np.arange(6) * 0.5},
+            id="int32-and-float-labels",
+        ),
+        pytest.param({"image": images() > 128, "label": np.arange(6)}, id="bool-mask"),
+    ],
+)
+def test_show_batch_draws_every_kind_of_image_batch(tmp_path, batch):
+    path = show_batch(batch, tmp_path / "batch.png")
+    assert read_png(path).shape[-1] in (3, 4)
+
+
+def test_show_batch_guesses_the_first_image_shaped_array_and_the_label_key(tmp_path):
+    batch = {
+        "features": np.zeros((6, 8), np.float32),  # 2-D: not an image
+        "mask": np.zeros((6, 16, 16, 2), np.uint8),  # 2 channels: not an image
+        "image": images(),
+        "label": np.arange(6),
+    }
+    assert read_png(show_batch(batch, tmp_path / "guessed.png")).size > 0
+
+
+def test_show_batch_draws_at_most_max_images(tmp_path):
+    few = read_png(show_batch({"image": images(n=16)}, tmp_path / "few.png", max_images=2))
+    many = read_png(show_batch({"image": images(n=16)}, tmp_path / "many.png", max_images=16))
+    assert few.shape[0] * few.shape[1] < many.shape[0] * many.shape[1]
+
+
+def test_show_batch_prints_class_names_beside_integer_labels(tmp_path):
+    batch = {"image": images(n=2), "label": np.array([0, 1])}
+    path = show_batch(batch, tmp_path / "named.png", label_names=["cat", "dog"])
+    assert read_png(path).size > 0
+
+
+def test_show_batch_takes_explicit_keys_and_tuple_positions(tmp_path):
+    batch = {"a": images(), "b": images(channels=1), "y": np.arange(6)}
+    show_batch(batch, tmp_path / "keys.png", image_key="b", label_key="y")
+    show_batch((np.arange(6), images()), tmp_path / "positions.png", image_key=1, label_key=0)
+
+
+def test_show_batch_does_not_import_pyplot_and_matplotlib_loads_lazily(tmp_path):
+    code = (
+        "import sys, numpy as np\n"
+        "import grainlite, grainlite.tools\n"
+        "assert 'matplotlib' not in sys.modules, 'imported before use'\n"
+        "from grainlite.tools import show_batch\n"
+        f"show_batch(np.zeros((2, 8, 8, 3), np.uint8), {str(tmp_path / 'lazy.png')!r})\n"
+        "assert 'matplotlib' in sys.modules\n"
+        "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot state was touched'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# show_batch: errors --------------------------------------------------------------------------
+
+
+def test_show_batch_of_a_dict_without_images_lists_what_it_found(tmp_path):
+    batch = {"x": np.zeros((8, 5)), "label": np.arange(8)}
+    with pytest.raises(GrainliteValueError) as raised:
+        show_batch(batch, tmp_path / "x.png")
+    assert str(raised.value) == (
+        "show_batch found no image in the batch {'x': float64 array of shape (8, 5), 'label': "
+        "int64 array of shape (8,)}; an image is an (N, H, W, C) or (H, W, C) numeric array with "
+        "C in 1, 3 or 4. Pass image_key=... naming the images (their last axis must be the "
+        "channels)."
+    )
+
+
+def test_show_batch_of_a_tuple_without_images_explains_the_tuple_convention(tmp_path):
+    with pytest.raises(GrainliteValueError) as raised:
+        show_batch((np.zeros(3), 1), tmp_path / "x.png")
+    assert str(raised.value) == (
+        "show_batch found no image in the batch (float64 array of shape (3,), int); an image is "
+        "an (N, H, W, C) or (H, W, C) numeric array with C in 1, 3 or 4. An element that is a "
+        "tuple is read as (image, label); pass image_key=<position> otherwise."
+    )
+
+
+def test_show_batch_of_channels_first_images_says_how_to_transpose(tmp_path):
+    with pytest.raises(GrainliteValueError) as raised:
+        show_batch(np.zeros((2, 3, 8, 8), np.float32), tmp_path / "x.png")
+    assert str(raised.value) == (
+        "show_batch cannot draw a float32 array of shape (2, 3, 8, 8): its last axis has 8 "
+        "channels; an image is an (N, H, W, C) or (H, W, C) numeric array with C in 1, 3 or 4 "
+        "(channels last: transpose (N, C, H, W) batches with images.transpose(0, 2, 3, 1))."
+    )
+
+
+def test_show_batch_of_non_numeric_images_says_to_decode_them(tmp_path):
+    with pytest.raises(GrainliteTypeError) as raised:
+        show_batch(np.array([[b"jpeg bytes"]]), tmp_path / "x.png")
+    assert str(raised.value) == (
+        "show_batch draws numeric images, got a |S10 array of shape (1, 1); decode the images "
+        "(for example with cv2.imdecode) in a MapTransform before drawing them."
+    )
+
+
+def test_show_batch_of_something_that_is_no_batch_names_what_it_accepts(tmp_path):
+    with pytest.raises(GrainliteTypeError) as raised:
+        show_batch(5, tmp_path / "x.png")
+    assert str(raised.value) == (
+        "show_batch needs a batch (a dict, a tuple (images, labels) or an image array) or a "
+        "loader, got int 5."
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param(
+            {"image_key": "img"},
+            "image_key='img' is not in the batch, whose keys are ['image', 'label']; pass one of "
+            "them.",
+            id="unknown-image-key",
+        ),
+        pytest.param(
+            {"label_key": "y"},
+            "label_key='y' is not in the batch, whose keys are ['image', 'label']; pass one of "
+            "them, or leave label_key=None to draw no labels.",
+            id="unknown-label-key",
+        ),
+        pytest.param(
+            {"max_images": 0},
+            "max_images must be a positive int, got 0; pass max_images=N, N >= 1.",
+            id="max-images-zero",
+        ),
+    ],
+)
+def test_show_batch_rejects_bad_arguments_with_the_fix(tmp_path, kwargs, message):
+    batch = {"image": images(), "label": np.arange(6)}
+    with pytest.raises(GrainliteValueError) as raised:
+        show_batch(batch, tmp_path / "x.png", **kwargs)
+    assert str(raised.value) == message
+
+
+def test_show_batch_rejects_a_tuple_position_out_of_range(tmp_path):
+    with pytest.raises(GrainliteValueError) as raised:
+        show_batch((images(), np.arange(6)), tmp_path / "x.png", image_key=2)
+    assert str(raised.value) == (
+        "image_key=2 is not a position in the batch, a tuple of 2 values; pass an int in [0, 1]."
+    )
+
+
+def test_show_batch_rejects_keys_for_a_bare_array(tmp_path):
+    with pytest.raises(GrainliteValueError) as raised:
+        show_batch(images(), tmp_path / "x.png", image_key="image")
+    assert str(raised.value) == (
+        "image_key and label_key pick values out of a dict or tuple batch, but the batch is a "
+        "uint8 array of shape (6, 16, 16, 3); leave them as None."
+    )
