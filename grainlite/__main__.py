@@ -20,7 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     stale = shm.stale_segments() if args.dry_run else shm.remove_stale_segments()
     verb = "would remove" if args.dry_run else "removed"
     for segment in stale:
-        print(f"{verb} /dev/shm/{segment.name} ({segment.size} bytes, owner pid {segment.owner_pid})")
+        print(
+            f"{verb} /dev/shm/{segment.name} ({segment.size} bytes, owner pid {segment.owner_pid})"
+        )
     print(f"{verb} {len(stale)} stale segment(s)")
     return 0
 

@@ -35,7 +35,7 @@ def _map(self, x):
 
 def _random_map(self, x, rng):
     noise = -1 if rng is None else int(rng.integers(0, 1000))
-    return np.asarray([x, noise], dtype=np.int64)
+    return np.append(np.asarray(x, dtype=np.int64), noise)
 
 
 def _filter(self, x):
@@ -71,6 +71,16 @@ class Config:
     worker_count: int = 0
     sequential: bool = False
 
+    @property
+    def grain_cannot_read_this_shard(self) -> bool:
+        """True where the shard has no records and grain fails at its first read (grainlite refuses
+        the sampler with a clear error instead; test_samplers pins that message)."""
+        if self.sequential or self.num_records >= self.shard_count:
+            return False
+        if self.drop_remainder_shards:  # every shard is empty; an endless stream still reads
+            return self.num_epochs is None
+        return self.shard_index >= self.num_records
+
     def build(self, library: str) -> Any:
         g = lite if library == "lite" else real_grain
         if self.shard_count == 1 and self.shard_index == 0 and not self.drop_remainder_shards:
@@ -99,7 +109,7 @@ class Config:
     @property
     def grain_drops_the_remainder(self) -> bool:
         """True where grain 0.2.18's known bug (reference §2.3) makes it read fewer records."""
-        if self.shard_count == 1 or self.num_epochs is None:
+        if self.shard_count == 1 or (self.num_epochs is None and not self.sequential):
             return False
         epochs = 1 if self.sequential else self.num_epochs
         length = self.num_records * epochs

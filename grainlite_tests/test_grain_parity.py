@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from grainlite_tests.contracts import run_with_states, to_plain
@@ -21,12 +21,16 @@ def configs(draw, worker_counts=(0,)):
     ops = tuple(draw(st.lists(st.sampled_from(OPS), max_size=3)))
     shuffle = draw(st.booleans())
     seed = draw(st.integers(0, 2**32 - 1)) if shuffle or draw(st.booleans()) else None
+    num_epochs = draw(st.sampled_from([1, 2, 3, None]))
+    # An endless stream whose every record is filtered out never yields, in grain as here: give each
+    # shard at least four consecutive records, so some survive the filter and the flat_map.
+    fewest_records = 4 * shard_count if num_epochs is None else 1
     return Config(
-        num_records=draw(st.integers(1, 30)),
+        num_records=draw(st.integers(fewest_records, 30)),
         shard_index=draw(st.integers(0, shard_count - 1)),
         shard_count=shard_count,
         drop_remainder_shards=draw(st.booleans()),
-        num_epochs=draw(st.sampled_from([1, 2, 3, None])),
+        num_epochs=num_epochs,
         shuffle=shuffle,
         seed=seed,
         ops=ops,
@@ -66,6 +70,7 @@ def _compare(config: Config) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs())
 def test_in_process_loader_matches_grain_elements_and_states(config):
+    assume(not config.grain_cannot_read_this_shard)
     _compare(config)
 
 
@@ -79,8 +84,14 @@ def test_in_process_loader_matches_grain_elements_and_states(config):
         Config(12, ops=("flat_map", "flat_map", "map")),
         Config(9, sequential=True, seed=3, ops=("random_map",)),
     ],
-    ids=["filter-then-batch", "shuffled-random-map", "sharded-epochs", "flat-map-batch",
-         "two-flat-maps", "sequential-with-seed"],
+    ids=[
+        "filter-then-batch",
+        "shuffled-random-map",
+        "sharded-epochs",
+        "flat-map-batch",
+        "two-flat-maps",
+        "sequential-with-seed",
+    ],
 )
 def test_each_library_restores_the_other_and_resumes_at_the_same_element(config):
     lite_elements, lite_states = _run(config, "lite")

@@ -52,7 +52,11 @@ def _state(**changes) -> bytes:
 @pytest.mark.parametrize(
     "state, message",
     [
-        (b"\xff\xfe", "Invalid iterator state: it is not UTF-8 text"),
+        (
+            b"\xff\xfe",
+            "Invalid iterator state: it is not UTF-8 text ('utf-8' codec can't decode byte 0xff "
+            "in position 0: invalid start byte)",
+        ),
         (
             b"{not json",
             "Invalid iterator state: it is not valid JSON (Expecting property name "
@@ -67,7 +71,7 @@ def _state(**changes) -> bytes:
         (_state(version=1), "Invalid iterator state: version 1 is not supported, only version 2"),
         (
             _state(last_seen_indices={"0": "x"}),
-            "Invalid iterator state: last_seen_indices['0'] must be an integer, got 'x'",
+            "Invalid iterator state: last_seen_indices[0] must be an integer, got 'x'",
         ),
         (
             _state(last_seen_indices={"1": 0}),

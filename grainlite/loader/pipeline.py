@@ -63,18 +63,24 @@ class Pipeline:
         push = head.push
         count = base
         try:
+            # Elements leave as soon as they are made: the first one is not held back by the
+            # rest of its chunk, and an error raised by a record arrives after every element
+            # made before it.
             for rngs, data in reader:
                 if rngs is None:
                     for value in data:
                         count += 1
                         push(value, None, count)
+                        if out:
+                            yield from out
+                            out.clear()
                 else:
                     for value, rng in zip(data, rngs):
                         count += 1
                         push(value, rng, count)
-                if out:
-                    yield from out
-                    out.clear()
+                        if out:
+                            yield from out
+                            out.clear()
             head.flush(count)
             yield from out
             out.clear()

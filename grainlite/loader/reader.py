@@ -57,7 +57,9 @@ class WorkerSlice:
 Chunk = tuple[list[Any] | None, list[Any]]
 
 
-def _make_chunk_reader(sampler: Any, source: Any, worker: WorkerSlice) -> Callable[[int, int], Chunk]:
+def _make_chunk_reader(
+    sampler: Any, source: Any, worker: WorkerSlice
+) -> Callable[[int, int], Chunk]:
     """Returns ``read(m0, m1)`` reading positions [m0, m1); a short result means the stream ended."""
     source_len = len(source)
     getitems = getattr(source, "__getitems__", None)

@@ -196,7 +196,11 @@ def build_chain(
             stage.previous, stage.skip = resume[position]
         else:
             stage = BatchStage()  # ours or any object with Batch's three fields
-            stage.size, stage.drop_remainder, stage.fn = op.batch_size, op.drop_remainder, op.batch_fn
+            stage.size, stage.drop_remainder, stage.fn = (
+                op.batch_size,
+                op.drop_remainder,
+                op.batch_fn,
+            )
             stage.buffer, stage.last_rng = [], None
             last = position == len(operations) - 1
             stage.allocate = allocate if last else None

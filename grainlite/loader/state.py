@@ -182,8 +182,18 @@ def decode(state: bytes | str, layout: Layout, flat_maps: int = 0) -> IteratorPo
             "it was saved by a pipeline with a FlatMapTransform, this loader has none; restore it "
             "into a loader with the same operations"
         )
-    missing = [k for k in ("version", "last_seen_indices", "last_worker_index", "worker_count",
-                           "sampler", "data_source") if k not in document]
+    missing = [
+        k
+        for k in (
+            "version",
+            "last_seen_indices",
+            "last_worker_index",
+            "worker_count",
+            "sampler",
+            "data_source",
+        )
+        if k not in document
+    ]
     if missing:
         raise _bad(f"the fields {missing} are missing")
     if document["version"] != VERSION:

@@ -143,8 +143,16 @@ class WorkerStream:
             finally:
                 child_end.close()
             self._handles.append(_Handle(process, Connection(parent_end.detach())))
-            init = ("init", blob, w, self._workers, self._states[w], os.getpid(),
-                    f"{self._kind}w{w}", self._credits)
+            init = (
+                "init",
+                blob,
+                w,
+                self._workers,
+                self._states[w],
+                os.getpid(),
+                f"{self._kind}w{w}",
+                self._credits,
+            )
             self._handles[w].conn.send_bytes(pickle.dumps(init, _PROTOCOL))
 
     def close(self) -> None:
