@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(x)
 
         print("== Per-worker ReadOptions")
-        # Following configuration makes 8*10=80 threads reading data.
+        # Every worker gets its own 8 reader threads: 8 * 10 = 80 in all.
         data_loader = grain.DataLoader(
             data_source=source,
             sampler=grain.IndexSampler(

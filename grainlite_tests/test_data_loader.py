@@ -188,7 +188,7 @@ def test_load_builds_a_shuffled_batched_loader_like_grain():
     loader = grain.load(list(range(10)), num_epochs=1, shuffle=True, seed=0, batch_size=4)
     batches = [b.tolist() for b in loader]
     assert [len(b) for b in batches] == [4, 4, 2]
-    assert sorted(sum(batches, [])) == list(range(10))
+    assert sorted(x for b in batches for x in b) == list(range(10))
 
 
 def test_restore_resumes_at_the_next_element_in_process():

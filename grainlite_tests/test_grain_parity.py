@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from grainlite_tests.contracts import run_with_states, to_plain
-from grainlite_tests.grain_peer import Config
+from grainlite_tests.grain_peer import Config, EndlessWithoutOutputError
 
 OPS = ("map", "random_map", "filter", "flat_map", "batch")
 
@@ -22,11 +22,8 @@ def configs(draw, worker_counts=(0,)):
     shuffle = draw(st.booleans())
     seed = draw(st.integers(0, 2**32 - 1)) if shuffle or draw(st.booleans()) else None
     num_epochs = draw(st.sampled_from([1, 2, 3, None]))
-    # An endless stream whose every record is filtered out never yields, in grain as here: give each
-    # shard at least four consecutive records, so some survive the filter and the flat_map.
-    fewest_records = 4 * shard_count if num_epochs is None else 1
     return Config(
-        num_records=draw(st.integers(fewest_records, 30)),
+        num_records=draw(st.integers(1, 30)),
         shard_index=draw(st.integers(0, shard_count - 1)),
         shard_count=shard_count,
         drop_remainder_shards=draw(st.booleans()),
@@ -51,8 +48,24 @@ def _run(config: Config, library: str, limit: int = 60):
 
 
 def _compare(config: Config) -> None:
+    try:
+        grain_elements, grain_states = _run(config, "grain")
+    except EndlessWithoutOutputError:
+        # Every record of an epoch is dropped: an endless stream that never yields, in grain as
+        # here. Nothing to compare.
+        with pytest.raises(EndlessWithoutOutputError):
+            _run(config, "lite")
+        return
+    except ValueError as grain_error:
+        if config.grain_drops_the_remainder:
+            return  # grain's shorter stream (reference §2.3) can leave it a ragged last batch
+        # E.g. Batch after Batch with a partial batch: both libraries refuse to stack the ragged
+        # batches. grainlite's error is a ValueError too, so users' handlers catch both.
+        with pytest.raises(ValueError) as lite_error:
+            _run(config, "lite")
+        assert "same structure" in str(lite_error.value), (grain_error, lite_error.value)
+        return
     lite_elements, lite_states = _run(config, "lite")
-    grain_elements, grain_states = _run(config, "grain")
     if config.grain_drops_the_remainder:
         # grain 0.2.18 drops this host's remainder (reference §2.3, fixed after 0.2.18); grainlite
         # reads it. Up to where grain stops early, everything must still agree.

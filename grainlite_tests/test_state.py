@@ -88,8 +88,8 @@ def _state(**changes) -> bytes:
         ),
         (
             b'{"parent": {"next_index": 0}, "next_index_in_buffer": 0}',
-            "Invalid iterator state: it was saved by a pipeline with a FlatMapTransform, this loader "
-            "has none; restore it into a loader with the same operations",
+            "Invalid iterator state: it was saved by a pipeline with a FlatMapTransform, this "
+            "loader has none; restore it into a loader with the same operations",
         ),
     ],
     ids=[

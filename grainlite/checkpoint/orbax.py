@@ -57,7 +57,7 @@ def _missing_file_error(directory: Any, name: str, count: int) -> GrainliteValue
     return GrainliteValueError(message)
 
 
-class CheckpointHandler(ocp.CheckpointHandler):
+class CheckpointHandler(ocp.CheckpointHandler):  # type: ignore[name-defined,misc]
     """Writes and reads one JSON file per JAX process with the iterator's ``get_state()``.
 
     ``save`` writes the state captured by :class:`CheckpointSave`; ``restore`` reads this process's
@@ -115,7 +115,7 @@ class CheckpointHandler(ocp.CheckpointHandler):
 
 @ocp.args.register_with_handler(CheckpointHandler, for_save=True)
 @dataclasses.dataclass
-class CheckpointSave(ocp.args.CheckpointArgs):
+class CheckpointSave(ocp.args.CheckpointArgs):  # type: ignore[name-defined,misc]
     """Save args: the iterator. Its state is taken when these args are made, so an async save
     stores the position of the ``mngr.save`` call even while the loader keeps producing."""
 
@@ -128,7 +128,7 @@ class CheckpointSave(ocp.args.CheckpointArgs):
 
 @ocp.args.register_with_handler(CheckpointHandler, for_restore=True)
 @dataclasses.dataclass
-class CheckpointRestore(ocp.args.CheckpointArgs):
+class CheckpointRestore(ocp.args.CheckpointArgs):  # type: ignore[name-defined,misc]
     """Restore args: the iterator to move to the saved position (it is mutated and returned)."""
 
     item: Any

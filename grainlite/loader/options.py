@@ -25,10 +25,17 @@ class ReadOptions:
     """How one process reads records: ``num_threads`` reader threads keep up to
     ``prefetch_buffer_size`` records read ahead of the transforms.
 
-    The defaults (16 threads, 500 records) are Grain's, so a pipeline tuned for Grain behaves the same.
+    The defaults (16 threads, 500 records) are Grain's, so a pipeline tuned for Grain behaves the
+    same.
     Readers only run the sampler and the data source; transforms always run in the consuming
     thread, in order. ``num_threads=0`` or ``prefetch_buffer_size=0`` reads synchronously in the
-    consuming thread. These settings are per process: with 4 workers and 16 threads, 64 threads read.
+    consuming thread. These settings are per process: with 4 workers and 16 threads, 64 threads
+    read.
+
+    Threads are a cost where reads are fast (memory, a list, a local ArrayRecord file read in
+    batches): each process first reads in its own thread, timing the source, and starts its reader
+    threads only if reads take more than about 20 µs per record. What is read, and in which order,
+    is the same either way.
     """
 
     num_threads: int = 16

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +49,8 @@ class Pipeline:
 
     def iterate(
         self, worker: int, workers: int, start: Any, allocate: Allocator | None = None
-    ) -> Iterator[tuple[Any, Any]]:
-        """Yields ``(element, state after it)`` for worker ``worker`` of ``workers``, from ``start``.
+    ) -> Generator[tuple[Any, Any], None, None]:
+        """Yields ``(element, state after it)`` for worker ``worker`` of ``workers`` from ``start``.
 
         ``start`` is a state as yielded before (or :meth:`initial_state`); iteration resumes right
         after the element that state was yielded with.

@@ -5,12 +5,19 @@ sampler's length (see :class:`WorkerSlice`). Reads happen in chunks: record keys
 come from one vectorized sampler call where the sampler offers ``record_keys``, and the source is
 read with one ``__getitems__`` call where it has one. With reader threads, several chunks are read
 ahead in parallel and handed over in submission order, so the order never depends on timing.
+
+Reader threads only pay off when reads are slow (files, network): for a fast source (a list, a
+range, memory) handing chunks between threads costs more than the reads themselves. So every
+reader starts in the consuming thread, timing its reads, and moves to its ``ReadOptions`` threads
+only once reads prove slower than ``_THREADED_READ_S`` per record. Which thread reads never changes
+what is read or in which order.
 """
 
 from __future__ import annotations
 
 import collections
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,6 +29,10 @@ from grainlite.loader.options import ReadOptions
 
 _MAX_CHUNK = 256
 _FIRST_CHUNK = 8
+# Reads slower than this per record move to reader threads; faster ones stay in the consumer.
+_THREADED_READ_S = 20e-6
+# How many records are read in the consuming thread to time the source before deciding.
+_RECORDS_TO_TIME = 240
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +49,7 @@ class WorkerSlice:
 
     @classmethod
     def of(cls, sampler: Any, shard_index: int, shard_count: int, worker: int, workers: int):
-        """The slice of worker ``worker`` of ``workers`` on host ``shard_index`` of ``shard_count``."""
+        """The slice of worker ``worker`` of ``workers`` on host ``shard_index``."""
         end = len(sampler) if hasattr(sampler, "__len__") else None
         return cls(shard_index + shard_count * worker, shard_count * workers, end)
 
@@ -60,7 +71,7 @@ Chunk = tuple[list[Any] | None, list[Any]]
 def _make_chunk_reader(
     sampler: Any, source: Any, worker: WorkerSlice
 ) -> Callable[[int, int], Chunk]:
-    """Returns ``read(m0, m1)`` reading positions [m0, m1); a short result means the stream ended."""
+    """Returns ``read(m0, m1)`` reading positions [m0, m1); a short result: the stream ended."""
     source_len = len(source)
     getitems = getattr(source, "__getitems__", None)
     getitem = source.__getitem__
@@ -120,40 +131,49 @@ class RecordReader:
         self._stop = sys.maxsize if total is None else total
         self._next = start
         self._options = options
-        self._submitted = False
         self._pool: ThreadPoolExecutor | None = None
         self._pending: collections.deque[tuple[int, Future[Chunk]]] = collections.deque()
         if options.synchronous:
             self._chunk = _MAX_CHUNK
-            self._depth = 0
+            self._depth = 0  # never leaves the consuming thread
         else:
             per_thread = options.prefetch_buffer_size // options.num_threads
             self._chunk = max(1, min(_MAX_CHUNK, per_thread))
             self._depth = max(1, options.prefetch_buffer_size // self._chunk)
 
     def __iter__(self) -> Iterator[Chunk]:
-        if self._depth == 0:
-            return self._iterate_synchronously()
-        return self._iterate_threaded()
+        yield from self._iterate_synchronously()
+        if self._depth and self._next < self._stop:
+            yield from self._iterate_threaded()
 
     def _iterate_synchronously(self) -> Iterator[Chunk]:
+        """Reads in this thread: for good without reader threads, else until reads prove slow."""
         size = _FIRST_CHUNK
+        timed_records, read_seconds = 0, 0.0
         while self._next < self._stop:
+            if self._depth and timed_records >= _RECORDS_TO_TIME:
+                if read_seconds > _THREADED_READ_S * timed_records:
+                    return  # slow reads: hand over to the reader threads
+                timed_records = -1  # fast reads: stay here, stop timing
             m1 = min(self._stop, self._next + size)
+            begin = time.perf_counter()
             chunk = self._read(self._next, m1)
-            if chunk[1]:
-                yield chunk
+            if timed_records >= 0:
+                read_seconds += time.perf_counter() - begin
+                timed_records += m1 - self._next
             if len(chunk[1]) < m1 - self._next:
+                self._next = self._stop
+                if chunk[1]:
+                    yield chunk
                 return
             self._next = m1
-            size = min(self._chunk, size * 2)
+            if chunk[1]:
+                yield chunk
+            size = min(_MAX_CHUNK, size * 2)
 
     def _submit(self) -> None:
         assert self._pool is not None
-        # The first chunk is small so that the first element is ready soon.
-        size = self._chunk if self._submitted else min(self._chunk, _FIRST_CHUNK)
-        self._submitted = True
-        m1 = min(self._stop, self._next + size)
+        m1 = min(self._stop, self._next + self._chunk)
         self._pending.append((m1 - self._next, self._pool.submit(self._read, self._next, m1)))
         self._next = m1
 

@@ -1,6 +1,7 @@
 """POSIX shared-memory segments: the only code in grainlite that touches ``/dev/shm``.
 
-Why not ``multiprocessing.shared_memory``: its resource tracker unlinks segments that another process
+Why not ``multiprocessing.shared_memory``: its resource tracker unlinks segments that another
+process
 still uses, warns about "leaked" segments it does not own, and cannot tell a segment of a live job
 from one of a killed job. Here every segment name carries the pid of the process that owns its
 lifetime, ``grainlite_<pid>_<kind>_<random>``, so :func:`remove_stale_segments` can find and remove
@@ -10,12 +11,12 @@ unlinks behind the owner's back.
 
 from __future__ import annotations
 
+import _posixshmem
+import contextlib
 import mmap
 import os
 import secrets
 from dataclasses import dataclass
-
-import _posixshmem
 
 from grainlite.errors import SharedMemoryFullError
 
@@ -102,20 +103,16 @@ class Segment:
         _unlink_quietly(self.name)
 
     def close(self) -> None:
-        """Drops this mapping if nothing exported from it is still alive; otherwise leaves it to GC."""
+        """Drops this mapping if nothing exported from it is still alive; else leaves it to GC."""
         self.buf.release()
-        try:
+        # Arrays handed to the user may still point into the mapping; then it goes when they go.
+        with contextlib.suppress(BufferError):
             self._mmap.close()
-        except BufferError:
-            # Arrays handed to the user still point into the mapping; it goes when they go.
-            pass
 
 
 def _unlink_quietly(name: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         _posixshmem.shm_unlink("/" + name)
-    except FileNotFoundError:
-        pass
 
 
 def unlink(name: str) -> None:

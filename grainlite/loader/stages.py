@@ -51,6 +51,8 @@ class Sink:
 
 class _Stage:
     __slots__ = ("next", "op")
+    next: Any
+    op: Any
 
     def flush(self, state: Any) -> None:
         self.next.flush(state)
@@ -58,6 +60,7 @@ class _Stage:
 
 class MapStage(_Stage):
     __slots__ = ("fn",)
+    fn: Callable[..., Any]
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
         try:
@@ -70,6 +73,7 @@ class MapStage(_Stage):
 
 class RandomMapStage(_Stage):
     __slots__ = ("fn",)
+    fn: Callable[..., Any]
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
         if rng.__class__ is int:
@@ -84,6 +88,7 @@ class RandomMapStage(_Stage):
 
 class FilterStage(_Stage):
     __slots__ = ("fn",)
+    fn: Callable[..., Any]
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
         try:
@@ -97,6 +102,12 @@ class FilterStage(_Stage):
 
 class BatchStage(_Stage):
     __slots__ = ("allocate", "buffer", "drop_remainder", "fn", "last_rng", "size")
+    allocate: Allocator | None
+    buffer: list[Any]
+    drop_remainder: bool
+    fn: Callable[[list[Any]], Any] | None
+    last_rng: Any
+    size: int
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
         buffer = self.buffer
@@ -131,7 +142,11 @@ class FlatMapStage(_Stage):
     already delivered (``skip``).
     """
 
-    __slots__ = ("fn", "previous", "skip")
+    __slots__ = ("fn", "last_count", "previous", "skip")
+    fn: Callable[[Any], Any]
+    last_count: int
+    previous: Any
+    skip: int
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
         before, self.previous = self.previous, state
@@ -141,12 +156,15 @@ class FlatMapStage(_Stage):
             _annotate(error, self.op)
             raise
         start, self.skip = self.skip, 0
+        self.last_count = len(outputs)
         push = self.next.push
         for taken in range(start, len(outputs)):
             push(outputs[taken], None, (before, taken + 1))
 
     def flush(self, state: Any) -> None:
-        self.next.flush((self.previous, 0))
+        # Like Grain, the final state keeps the output count of the last input (or the restored
+        # one if no input came since): the bytes of get_state() match at the end of the stream.
+        self.next.flush((self.previous, self.last_count))
 
 
 def initial_state(operations: tuple[Any, ...], base: int = 0) -> Any:
@@ -194,6 +212,7 @@ def build_chain(
             stage = FlatMapStage()
             stage.fn = op.flat_map
             stage.previous, stage.skip = resume[position]
+            stage.last_count = stage.skip
         else:
             stage = BatchStage()  # ours or any object with Batch's three fields
             stage.size, stage.drop_remainder, stage.fn = (

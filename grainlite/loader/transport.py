@@ -126,7 +126,7 @@ class SlabPool:
         return None
 
     def export(self, element: Any) -> Any:
-        """Replaces every shareable numpy leaf by a placeholder, copying it into a slab if needed."""
+        """Replaces every shareable numpy leaf by a placeholder, copied into a slab if needed."""
 
         def to_leaf(array: np.ndarray) -> Any:
             if not _shareable(array):

@@ -12,6 +12,7 @@ dies (even by SIGKILL) ends itself, see :mod:`grainlite.loader.worker_main`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import secrets
@@ -86,10 +87,8 @@ def _worker_environment() -> dict[str, str]:
 def _shutdown(handles: list[_Handle], segment_prefix: str) -> None:
     """Stops every worker (kills those that do not exit in time) and removes their segments."""
     for handle in handles:
-        try:
+        with contextlib.suppress(OSError):
             handle.conn.send_bytes(pickle.dumps(("stop",), _PROTOCOL))
-        except OSError:
-            pass
     for handle in handles:
         try:
             handle.process.wait(_EXIT_WAIT_S)
@@ -227,10 +226,9 @@ class WorkerStream:
             credit = 1 if w == consumed_from else 0
             released = handle.mapper.take_released()
             if credit or released:
-                try:
+                # A dead worker is reported when it is read from.
+                with contextlib.suppress(OSError):
                     handle.conn.send_bytes(pickle.dumps(("ack", credit, released), _PROTOCOL))
-                except OSError:
-                    pass  # a dead worker is reported when it is read from
 
     def _receive(self, w: int) -> tuple[Any, ...]:
         handle = self._handles[w]

@@ -1,4 +1,4 @@
-"""``import grainlite.python as grain``: the same names as ``grainlite``, for Grain's legacy path."""
+"""``import grainlite.python as grain``: the names of ``grainlite``, for Grain's legacy path."""
 
 from typing import Any
 

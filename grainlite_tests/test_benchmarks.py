@@ -1,0 +1,143 @@
+"""The benchmark suite runs end to end in quick mode, and its verifier catches wrong results.
+
+Only bare and grainlite run here (grain is slow to start); ``python -m benchmarks.run`` measures
+all three.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.verify import VerificationError, Verifier
+from benchmarks.workloads import WORKLOADS, augment_image, image_record, labels_of
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = 3
+
+
+def small_batch(indices: list[int]) -> np.ndarray:
+    """A small-workload batch holding ``indices`` with their true labels."""
+    keys = np.asarray(indices, dtype=np.int64)
+    return np.stack([keys, labels_of(keys, SEED)], axis=1)
+
+
+def image_batch(keys: list[int]) -> dict[str, np.ndarray]:
+    """An images batch of ``keys``, the i-th transformed with Philox(SEED + i) as Grain does."""
+    items = [
+        augment_image(image_record(key, SEED), np.random.Generator(np.random.Philox(SEED + i)))
+        for i, key in enumerate(keys)
+    ]
+    return {name: np.stack([item[name] for item in items]) for name in items[0]}
+
+
+def finish_images(verifier: Verifier, keys: list[int]) -> dict:
+    position = {key: i for i, key in enumerate(keys)}
+    return verifier.finish(
+        read_record=lambda key: image_record(key, SEED),
+        rng_for_key=lambda key: np.random.Generator(np.random.Philox(SEED + position[key])),
+    )
+
+
+@pytest.mark.timeout(10)
+def test_verifier_accepts_a_whole_shuffled_epoch():
+    verifier = Verifier(10, 4, SEED, full_epoch=True)
+    for batch in ([3, 1, 4, 0], [9, 2, 6, 5], [8, 7]):
+        verifier.add(small_batch(batch))
+    assert verifier.finish() == {"records": 10, "batches": 3, "images_checked": 0}
+
+
+@pytest.mark.timeout(10)
+def test_verifier_fails_on_a_duplicated_index():
+    verifier = Verifier(10, 4, SEED, full_epoch=False)
+    verifier.add(small_batch([3, 1, 4, 0]))
+    verifier.add(small_batch([9, 2, 3, 5]))
+    with pytest.raises(VerificationError, match="index 3 was seen 2 times"):
+        verifier.finish()
+
+
+@pytest.mark.timeout(10)
+def test_verifier_fails_when_an_epoch_misses_records():
+    verifier = Verifier(10, 4, SEED, full_epoch=True)
+    verifier.add(small_batch([3, 1, 4, 0]))
+    verifier.add(small_batch([9, 2, 6, 5]))
+    with pytest.raises(VerificationError, match="read 8 records, the epoch has 10"):
+        verifier.finish()
+
+
+@pytest.mark.timeout(10)
+def test_verifier_fails_on_a_wrong_label():
+    verifier = Verifier(10, 4, SEED, full_epoch=False)
+    batch = small_batch([3, 1, 4, 0])
+    batch[2, 1] += 1
+    verifier.add(batch)
+    with pytest.raises(VerificationError, match="label checksum"):
+        verifier.finish()
+
+
+@pytest.mark.timeout(10)
+def test_verifier_fails_on_a_short_batch_before_the_end():
+    verifier = Verifier(10, 4, SEED, full_epoch=False)
+    verifier.add(small_batch([3, 1]))
+    verifier.add(small_batch([9, 2, 6, 5]))
+    with pytest.raises(VerificationError, match="batches of the wrong size"):
+        verifier.finish()
+
+
+@pytest.mark.timeout(10)
+def test_verifier_allows_one_short_final_batch_per_worker():
+    verifier = Verifier(10, 4, SEED, full_epoch=True, workers=2)
+    for batch in ([0, 2, 4, 6], [1, 3, 5, 7], [8], [9]):
+        verifier.add(small_batch(batch))
+    assert verifier.finish()["records"] == 10
+
+
+@pytest.mark.timeout(30)
+def test_verifier_recomputes_images_and_fails_on_a_changed_pixel():
+    keys = [5, 2, 7, 0, 1, 6, 3, 4]
+    verifier = Verifier(8, 8, SEED, full_epoch=True)
+    verifier.add(image_batch(keys))
+    assert finish_images(verifier, keys)["images_checked"] == 4
+
+    tampered = image_batch(keys)
+    tampered["image"][1, 0, 0, 0] += 1 / 255
+    verifier = Verifier(8, 8, SEED, full_epoch=True)
+    verifier.add(tampered)
+    with pytest.raises(VerificationError, match="image 2 differs"):
+        finish_images(verifier, keys)
+
+
+@pytest.mark.timeout(10)
+def test_verifier_fails_when_images_used_another_generator():
+    keys = [5, 2, 7, 0]
+    verifier = Verifier(8, 4, SEED, full_epoch=False)
+    verifier.add(image_batch(keys))
+    with pytest.raises(VerificationError, match="differs from its recomputed value"):
+        finish_images(verifier, list(reversed(keys)))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_quick_suite_runs_bare_and_grainlite_and_every_run_verifies(tmp_path):
+    command = [
+        sys.executable, "-m", "benchmarks.run", "--quick", "--libraries", "bare,grainlite",
+        "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "results"),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "| bare loop |" in done.stdout and "| target" in done.stdout
+    (results,) = (tmp_path / "results").glob("results-*.json")
+    runs = json.loads(results.read_text())["runs"]
+    expected = {w.name: 3 + 2 * (w.storage == "memory") for w in WORKLOADS.values()}
+    assert {w: sum(r["workload"] == w for r in runs) for w in WORKLOADS} == expected
+    for run in runs:
+        assert "error" not in run, run
+        assert run["verification"]["records"] == WORKLOADS[run["workload"]].quick_records
+        assert run["children_left_after_close"] == []
+        assert run["peak_processes"] == 1 + run["config"].endswith("w2") * 2
+    assert all(r["verification"]["images_checked"] > 0 for r in runs if r["workload"] == "images")
