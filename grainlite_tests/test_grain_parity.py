@@ -78,6 +78,22 @@ def _compare(config: Config) -> None:
         return
     assert lite_elements == grain_elements
     assert lite_states == grain_states
+    # Each library resumes from the other's state, here in the middle of the stream.
+    k = len(grain_states) // 2
+    wanted = len(grain_elements) - k
+    assert _resume(config, "lite", grain_states[k], wanted) == grain_elements[k:]
+    assert _resume(config, "grain", lite_states[k], wanted) == lite_elements[k:]
+
+
+def _resume(config: Config, library: str, state: bytes, count: int) -> list:
+    """The next ``count`` elements of a new ``library`` loader restored to ``state``."""
+    iterator = iter(config.build(library))
+    try:
+        iterator.set_state(state)
+        return [to_plain(element) for element, _ in zip(iterator, range(count))]
+    finally:
+        if hasattr(iterator, "close"):
+            iterator.close()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
