@@ -6,11 +6,13 @@ come from one vectorized sampler call where the sampler offers ``record_keys``, 
 read with one ``__getitems__`` call where it has one. With reader threads, several chunks are read
 ahead in parallel and handed over in submission order, so the order never depends on timing.
 
-Reader threads only pay off when reads are slow (files, network): for a fast source (a list, a
-range, memory) handing chunks between threads costs more than the reads themselves. So every
-reader starts in the consuming thread, timing its reads, and moves to its ``ReadOptions`` threads
-only once reads prove slower than ``_THREADED_READ_S`` per record. Which thread reads never changes
-what is read or in which order.
+Reader threads only pay off when reads are slow (network, cold disks) and a large part of the
+work: for a fast source (a list, a range, memory, a local ArrayRecord file) handing chunks between
+threads costs more than the reads, and where transforms dominate (image decoding) threads only
+compete with them for the interpreter. So every reader starts in the consuming thread, timing its
+reads and the consumer's work, and moves to its ``ReadOptions`` threads only if reads take more
+than ``_THREADED_READ_S`` per record *and* more than ``_THREADED_READ_SHARE`` of the time. Which
+thread reads never changes what is read or in which order.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ from grainlite.loader.options import ReadOptions
 
 _MAX_CHUNK = 256
 _FIRST_CHUNK = 8
-# Reads slower than this per record move to reader threads; faster ones stay in the consumer.
+# Reads move to reader threads only if slower than this per record ...
 _THREADED_READ_S = 20e-6
-# How many records are read in the consuming thread to time the source before deciding.
+# ... and taking more than this share of the read + transform time.
+_THREADED_READ_SHARE = 0.25
+# How many records are timed in the consuming thread before deciding (after the first chunk,
+# whose read also opens files and warms caches).
 _RECORDS_TO_TIME = 240
 
 
@@ -149,18 +154,19 @@ class RecordReader:
     def _iterate_synchronously(self) -> Iterator[Chunk]:
         """Reads in this thread: for good without reader threads, else until reads prove slow."""
         size = _FIRST_CHUNK
-        timed_records, read_seconds = 0, 0.0
+        timing = bool(self._depth)
+        timed_records, read_seconds, other_seconds = -size, 0.0, 0.0  # the first chunk: untimed
+        clock = time.perf_counter
         while self._next < self._stop:
-            if self._depth and timed_records >= _RECORDS_TO_TIME:
-                if read_seconds > _THREADED_READ_S * timed_records:
-                    return  # slow reads: hand over to the reader threads
-                timed_records = -1  # fast reads: stay here, stop timing
+            if timing and timed_records >= _RECORDS_TO_TIME:
+                slow = read_seconds > _THREADED_READ_S * timed_records
+                if slow and read_seconds > _THREADED_READ_SHARE * (read_seconds + other_seconds):
+                    return  # reads are slow and a large part of the work: hand over to threads
+                timing = False  # stay in this thread for good
             m1 = min(self._stop, self._next + size)
-            begin = time.perf_counter()
+            begin = clock()
             chunk = self._read(self._next, m1)
-            if timed_records >= 0:
-                read_seconds += time.perf_counter() - begin
-                timed_records += m1 - self._next
+            end = clock()
             if len(chunk[1]) < m1 - self._next:
                 self._next = self._stop
                 if chunk[1]:
@@ -169,6 +175,11 @@ class RecordReader:
             self._next = m1
             if chunk[1]:
                 yield chunk
+            if timing:
+                if timed_records >= 0:
+                    read_seconds += end - begin
+                    other_seconds += clock() - end  # the consumer's transforms of this chunk
+                timed_records += len(chunk[1])
             size = min(_MAX_CHUNK, size * 2)
 
     def _submit(self) -> None:

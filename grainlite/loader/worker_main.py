@@ -18,11 +18,11 @@ import signal
 import sys
 import threading
 import traceback
-from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
 
+from grainlite.loader.channel import Channel
 from grainlite.loader.transport import SlabPool
 from grainlite.transforms.base import classify
 
@@ -34,7 +34,7 @@ class _Restart(Exception):
 
 
 class _Worker:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Channel) -> None:
         self.conn = conn
         self.credits = 0
         self.generation = 0
@@ -157,7 +157,7 @@ def _watch_parent(worker: _Worker, parent: int) -> None:
 def main() -> None:
     """Entry point: ``python -m grainlite.loader.worker_main FD``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    conn = Connection(int(sys.argv[1]))
+    conn = Channel(int(sys.argv[1]))
     worker = _Worker(conn)
     threading.Thread(target=_watch_parent, args=(worker, os.getppid()), daemon=True).start()
     try:

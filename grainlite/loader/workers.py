@@ -22,13 +22,13 @@ import subprocess
 import sys
 import weakref
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
 
 from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError, WorkerDiedError
 from grainlite.loader import shm
+from grainlite.loader.channel import Channel
 from grainlite.loader.pipeline import Pipeline
 from grainlite.loader.state import IteratorPosition, Layout
 from grainlite.loader.transport import SlabMapper
@@ -72,7 +72,7 @@ class RemoteTraceback(Exception):
 @dataclass
 class _Handle:
     process: subprocess.Popen[bytes]
-    conn: Connection
+    conn: Channel
     mapper: SlabMapper = field(default_factory=SlabMapper)
 
 
@@ -127,10 +127,9 @@ class WorkerStream:
         """Starts the worker processes (all at once, so their start-up overlaps)."""
         if self._handles or self._finished:
             return
-        shm.remove_stale_segments()
-        blob = check_picklable(self._pipeline)
         env = _worker_environment()
-        for w in range(self._workers):
+        # Interpreters start first: the rest of this method runs while they import.
+        for _ in range(self._workers):
             parent_end, child_end = socket.socketpair()
             try:
                 process = subprocess.Popen(
@@ -141,7 +140,14 @@ class WorkerStream:
                 )
             finally:
                 child_end.close()
-            self._handles.append(_Handle(process, Connection(parent_end.detach())))
+            self._handles.append(_Handle(process, Channel(parent_end.detach())))
+        try:
+            shm.remove_stale_segments()
+            blob = check_picklable(self._pipeline)
+        except BaseException:
+            self.close()
+            raise
+        for w in range(self._workers):
             init = (
                 "init",
                 blob,

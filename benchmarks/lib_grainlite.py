@@ -1,0 +1,41 @@
+"""grainlite's side: its transforms and data sources; each worker imports this module."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import grainlite as grain
+from benchmarks.loader_run import LibraryRun
+from benchmarks.workloads import Config, Workload, augment_image, parse_small
+
+
+class ParseSmall(grain.MapTransform):
+    """The small-record work: the record as an int64 ``[index, label]`` array."""
+
+    def map(self, element: bytes) -> np.ndarray:
+        return parse_small(element)
+
+
+class AugmentImage(grain.RandomMapTransform):
+    """The image work: decode, random crop and flip, normalize."""
+
+    def random_map(self, element: bytes, rng: np.random.Generator) -> dict[str, Any]:
+        return augment_image(element, rng)
+
+
+def array_record_source(path: str) -> Any:
+    """grainlite's ArrayRecordDataSource."""
+    return grain.ArrayRecordDataSource(path)
+
+
+def memory_source(records: list[bytes]) -> Any:
+    """grainlite's shared-memory InMemoryDataSource."""
+    return grain.InMemoryDataSource(records)
+
+
+def make_run(workload: Workload, config: Config, source: Any, seed: int) -> LibraryRun:
+    """A grainlite DataLoader run."""
+    transform = AugmentImage() if workload.name == "images" else ParseSmall()
+    return LibraryRun(grain, workload, config, source, seed, transform)

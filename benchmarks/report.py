@@ -1,0 +1,176 @@
+"""Medians over repeats, the Markdown tables, the target checks and the docs page update."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.workloads import WORKLOADS, configs_for
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+METRICS = (
+    "records_per_s",
+    "batches_per_s",
+    "steady_records_per_s",
+    "time_to_first_batch_s",
+    "peak_pss_mb",
+    "peak_rss_mb",
+    "cpu_us_per_record",
+)
+
+
+def medians(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(workload, config) -> the median of every metric over its successful runs.
+
+    A configuration with any failed run is reported as failed, with the first error.
+    """
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        grouped.setdefault((run["workload"], run["config"]), []).append(run)
+    out = {}
+    for key, group in grouped.items():
+        failed = [run for run in group if "error" in run]
+        if failed:
+            out[key] = {"error": failed[0]["error"], "repeats": len(group)}
+            continue
+        row: dict[str, Any] = {m: statistics.median(run[m] for run in group) for m in METRICS}
+        row["records"] = statistics.median(run["records"] for run in group)
+        row["repeats"] = len(group)
+        out[key] = row
+    return out
+
+
+def _ratio(table: dict, workload: str, top: str, bottom: str, metric: str) -> float | None:
+    a, b = table.get((workload, top)), table.get((workload, bottom))
+    if not a or not b or "error" in a or "error" in b or not b[metric]:
+        return None
+    return a[metric] / b[metric]
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "n/a"
+    if value >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}" if value < 100 else f"{value:.0f}"
+
+
+def _grain_peer(config: str) -> str | None:
+    """The grain-defaults configuration a row is compared with (same worker count)."""
+    if config == "bare" or config.startswith("grain-w"):
+        return None
+    return f"grain-w{config[-1]}"
+
+
+def workload_table(table: dict, workload: str) -> str:
+    """One Markdown table: a row per configuration, medians and ratios vs bare and vs grain."""
+    lines = [
+        "| configuration | records/s | batches/s | first batch (s) | peak PSS tree (MB) "
+        "| peak RSS tree (MB) | CPU µs/record | vs bare | vs grain defaults, same W |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for config in configs_for(WORKLOADS[workload]):
+        row = table.get((workload, config.name))
+        if row is None:
+            continue
+        if "error" in row:
+            lines.append(f"| {config.label} | FAILED: {row['error'][:80]} |||||||")
+            continue
+        vs_bare = _ratio(table, workload, config.name, "bare", "records_per_s")
+        peer = _grain_peer(config.name)
+        vs_grain = _ratio(table, workload, config.name, peer, "records_per_s") if peer else None
+        lines.append(
+            f"| {config.label} | {_fmt(row['records_per_s'])} | {_fmt(row['batches_per_s'])} "
+            f"| {_fmt(row['time_to_first_batch_s'], 3)} | {_fmt(row['peak_pss_mb'], 0)} "
+            f"| {_fmt(row['peak_rss_mb'], 0)} | {_fmt(row['cpu_us_per_record'])} "
+            f"| {'—' if config.name == 'bare' else _fmt(vs_bare)} "
+            f"| {'—' if peer is None else _fmt(vs_grain, 1)} |"
+        )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal: ``metric`` of ``config`` (over ``versus``'s, if given) compared with ``bound``."""
+
+    text: str
+    workload: str
+    config: str
+    metric: str
+    bound: float
+    versus: str | None = None
+    at_most: bool = False
+
+    def value(self, table: dict) -> float | None:
+        """The measured value (a ratio when ``versus`` is set), or None if not measured."""
+        if self.versus is not None:
+            return _ratio(table, self.workload, self.config, self.versus, self.metric)
+        row = table.get((self.workload, self.config))
+        return None if not row or "error" in row else row[self.metric]
+
+
+TARGETS = (
+    Target("small: grainlite W=0 / grain W=0 records/s ≥ 100", "small", "grainlite-w0",
+           "records_per_s", 100, "grain-w0"),
+    Target("small: grainlite W=2 / grain W=2 records/s ≥ 100", "small", "grainlite-w2",
+           "records_per_s", 100, "grain-w2"),
+    Target("small-mem: grainlite W=0 (list) / bare records/s ≥ 0.5", "small-mem",
+           "grainlite-w0", "records_per_s", 0.5, "bare"),
+    Target("small-mem: grainlite W=0 (InMemoryDataSource) / bare records/s ≥ 0.5", "small-mem",
+           "grainlite-shm-w0", "records_per_s", 0.5, "bare"),
+    Target("images: grainlite W=0 / bare records/s ≥ 0.95", "images", "grainlite-w0",
+           "records_per_s", 0.95, "bare"),
+    Target("images: grainlite W=2 / bare records/s ≥ 1.5", "images", "grainlite-w2",
+           "records_per_s", 1.5, "bare"),
+    Target("images: grainlite W=2 time to first batch ≤ 0.5 s", "images", "grainlite-w2",
+           "time_to_first_batch_s", 0.5, at_most=True),
+    Target("small: grainlite W=2 time to first batch ≤ 0.5 s", "small", "grainlite-w2",
+           "time_to_first_batch_s", 0.5, at_most=True),
+    Target("images: grainlite W=2 peak PSS of the process tree ≤ 300 MB", "images",
+           "grainlite-w2", "peak_pss_mb", 300, at_most=True),
+)  # fmt: skip
+
+
+def target_rows(table: dict) -> list[tuple[str, float | None, bool | None]]:
+    """(target, measured value, passed) for every target whose workload was run."""
+    rows = []
+    for target in TARGETS:
+        if not any(key[0] == target.workload for key in table):
+            continue
+        value = target.value(table)
+        passed = (
+            None
+            if value is None
+            else (value <= target.bound if target.at_most else value >= target.bound)
+        )
+        rows.append((target.text, value, passed))
+    return rows
+
+
+def markdown(table: dict, header: str) -> str:
+    """The whole results section: a header, one table per workload, then the targets."""
+    blocks = [header]
+    for workload in WORKLOADS:
+        if any(key[0] == workload for key in table):
+            blocks.append(f"**{workload}**: {WORKLOADS[workload].description}.")
+            blocks.append(workload_table(table, workload))
+    rows = target_rows(table)
+    if rows:
+        lines = ["| target (from the medians above) | measured | result |", "|---|--:|---|"]
+        for text, value, passed in rows:
+            verdict = "not measured" if passed is None else ("pass" if passed else "**FAIL**")
+            lines.append(f"| {text} | {_fmt(value)} | {verdict} |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def write_into_page(page: Path, section: str) -> None:
+    """Replaces what is between the result markers of ``page`` with ``section``."""
+    text = page.read_text()
+    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(text):
+        raise ValueError(f"{page} has no {START} ... {END} markers")
+    page.write_text(pattern.sub(lambda _: f"{START}\n{section}\n{END}", text))
