@@ -35,9 +35,10 @@ _FIRST_CHUNK = 8
 _THREADED_READ_S = 20e-6
 # ... and taking more than this share of the read + transform time.
 _THREADED_READ_SHARE = 0.25
-# How many records are timed in the consuming thread before deciding (after the first chunk,
-# whose read also opens files and warms caches).
-_RECORDS_TO_TIME = 240
+# How many chunks are timed in the consuming thread before deciding (after the first chunk, whose
+# read also opens files and warms caches). The decision takes medians over chunks, so one stall
+# of a busy machine does not send a fast source to threads.
+_CHUNKS_TO_TIME = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,12 +156,14 @@ class RecordReader:
         """Reads in this thread: for good without reader threads, else until reads prove slow."""
         size = _FIRST_CHUNK
         timing = bool(self._depth)
-        timed_records, read_seconds, other_seconds = -size, 0.0, 0.0  # the first chunk: untimed
+        first_chunk = True
+        per_record: list[float] = []  # read seconds per record, one entry per timed chunk
+        shares: list[float] = []  # the read's share of read + transform time, per timed chunk
         clock = time.perf_counter
         while self._next < self._stop:
-            if timing and timed_records >= _RECORDS_TO_TIME:
-                slow = read_seconds > _THREADED_READ_S * timed_records
-                if slow and read_seconds > _THREADED_READ_SHARE * (read_seconds + other_seconds):
+            if timing and len(per_record) >= _CHUNKS_TO_TIME:
+                slow = float(np.median(per_record)) > _THREADED_READ_S
+                if slow and float(np.median(shares)) > _THREADED_READ_SHARE:
                     return  # reads are slow and a large part of the work: hand over to threads
                 timing = False  # stay in this thread for good
             m1 = min(self._stop, self._next + size)
@@ -175,11 +178,11 @@ class RecordReader:
             self._next = m1
             if chunk[1]:
                 yield chunk
-            if timing:
-                if timed_records >= 0:
-                    read_seconds += end - begin
-                    other_seconds += clock() - end  # the consumer's transforms of this chunk
-                timed_records += len(chunk[1])
+            if timing and not first_chunk:
+                read, other = end - begin, clock() - end  # other: the consumer's transforms
+                per_record.append(read / len(chunk[1]))
+                shares.append(read / max(read + other, 1e-9))
+            first_chunk = False
             size = min(_MAX_CHUNK, size * 2)
 
     def _submit(self) -> None:

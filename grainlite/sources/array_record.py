@@ -31,7 +31,7 @@ from typing import Any, SupportsIndex
 import numpy as np
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.sources.protocol import key_out_of_range
+from grainlite.sources.protocol import int64_keys, key_out_of_range
 
 # Random-access defaults, as array_record's own data source uses; reader_options override them.
 _DEFAULT_OPTIONS = {"readahead_buffer_size": "0"}
@@ -137,12 +137,11 @@ class ArrayRecordDataSource:
 
     def __getitems__(self, keys: Sequence[SupportsIndex]) -> list[bytes]:
         """The records under all ``keys``, in order, with as few reader calls as possible."""
-        array = np.asarray(keys).reshape(-1)
+        array = int64_keys(keys)
+        if array is None:
+            return [self[key] for key in keys]  # Not int64 keys: reports the first bad one exactly.
         if array.size == 0:
             return []
-        if array.dtype.kind not in "biu" or (array.dtype.kind == "u" and array.max() >= 2**63):
-            return [self[key] for key in keys]  # Not int64 keys: reports the first bad one exactly.
-        array = array.astype(np.int64, copy=False)
         if array.min() < 0 or array.max() >= self._len:
             bad = np.flatnonzero((array < 0) | (array >= self._len))[0]
             raise key_out_of_range("ArrayRecordDataSource", int(array[bad]), self._len)

@@ -29,7 +29,7 @@ import numpy as np
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.loader import shm
-from grainlite.sources.protocol import key_out_of_range
+from grainlite.sources.protocol import int64_keys, key_out_of_range
 
 
 def _attach(name: str) -> InMemoryDataSource:
@@ -130,12 +130,11 @@ class InMemoryDataSource:
     def __getitems__(self, keys: Sequence[SupportsIndex]) -> list[Any]:
         """The values at all ``keys`` (negative ones from the end); vectorized for one type."""
         view = self._live_view()
-        array = np.asarray(keys).reshape(-1)
+        array = int64_keys(keys)
+        if array is None:
+            return [self[key] for key in keys]  # Not int64 keys: reports the first bad one exactly.
         if array.size == 0:
             return []
-        if array.dtype.kind not in "biu" or (array.dtype.kind == "u" and array.max() >= 2**63):
-            return [self[key] for key in keys]  # Not int64 keys: reports the first bad one exactly.
-        array = array.astype(np.int64, copy=False)
         positions = np.where(array < 0, array + self._len, array)
         if positions.min() < 0 or positions.max() >= self._len:
             bad = np.flatnonzero((positions < 0) | (positions >= self._len))[0]

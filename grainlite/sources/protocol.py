@@ -44,6 +44,17 @@ class RecordKeyOutOfRangeError(GrainliteValueError, IndexError):
     """
 
 
+def int64_keys(keys: Any) -> np.ndarray | None:
+    """``keys`` as a flat int64 array for a vectorized read, or None if they are not all plain
+    integers that fit (the caller then reads key by key, which names the first bad key)."""
+    array = np.asarray(keys).reshape(-1)
+    if array.size and (
+        array.dtype.kind not in "biu" or (array.dtype.kind == "u" and array.max() >= 2**63)
+    ):
+        return None
+    return array.astype(np.int64, copy=False)
+
+
 def key_out_of_range(source: str, key: int, length: int) -> RecordKeyOutOfRangeError:
     """The error for ``key`` outside ``[0, length)`` of the source named ``source``."""
     return RecordKeyOutOfRangeError(
