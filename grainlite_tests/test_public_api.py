@@ -12,7 +12,10 @@ import grainlite.python
 
 ROOT = Path(__file__).resolve().parents[1]
 # The Grain tutorial as this repository runs it (its code is the tutorial's, unchanged).
-TUTORIALS = [ROOT / "docs" / "tutorials" / "data_loader_tutorial.md", ROOT / "examples" / "tutorial.py"]
+TUTORIALS = [
+    ROOT / "docs" / "tutorials" / "data_loader_tutorial.md",
+    ROOT / "examples" / "tutorial.py",
+]
 
 
 def test_all_is_sorted_and_every_name_in_it_exists():
