@@ -27,6 +27,7 @@ import tensorflow_datasets as tfds
 
 import grainlite as grain
 from grainlite.loader import shm
+from grainlite.loader.processes import live_children
 from grainlite.tools import one_batch, show_batch
 from grainlite.tools.stand_in_data import build_imagenet_a
 
@@ -41,24 +42,6 @@ class ResizeAndCrop(grain.MapTransform):
         image = cv2.resize(element["image"], dsize=(256, 256), interpolation=cv2.INTER_LINEAR)
         element["image"] = image[:224, :224]
         return element
-
-
-def live_children() -> list[int]:
-    """Pids of this process's live children (Linux; empty elsewhere)."""
-    me, found = os.getpid(), []
-    if not os.path.isdir("/proc"):
-        return found
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me and fields[0] != "Z":
-            found.append(int(entry))
-    return found
 
 
 def draw_a_batch(out: Path, workers: int) -> Path:
@@ -111,7 +94,7 @@ def main() -> int:
         return 1
 
     leftovers = [n for n in shm.list_segments() if shm.owner_pid(n) == os.getpid()]
-    children = live_children()
+    children = sorted(live_children())
     if leftovers or children:
         print(f"FAILED: left behind segments {leftovers} and processes {children}")
         return 1

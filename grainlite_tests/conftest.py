@@ -10,23 +10,7 @@ import time
 import pytest
 
 from grainlite.loader import shm
-
-
-def child_processes() -> set[int]:
-    """Pids of live (non-zombie) child processes of this process."""
-    me = os.getpid()
-    children = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me and fields[0] != "Z":
-            children.add(int(entry))
-    return children
+from grainlite.loader.processes import live_children as child_processes
 
 
 def own_segments() -> set[str]:
