@@ -7,6 +7,17 @@ Build (warnings are errors, every notebook page is executed):
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
+
+# The pages build their small datasets with the repository's scaffolding in examples/
+# (``from stand_in_data import ...``), outside the grainlite package: put that folder on the path of
+# this process and of the kernels that run the pages' cells.
+_EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
+sys.path.insert(0, _EXAMPLES)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_EXAMPLES, os.environ.get("PYTHONPATH", "")) if p
+)
 
 project = "grainlite"
 author = "the grainlite authors"

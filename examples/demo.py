@@ -24,12 +24,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 import tensorflow_datasets as tfds
+from leak_check import live_children
+from stand_in_data import build_imagenet_a
 
 import grainlite as grain
-from grainlite.loader import shm
-from grainlite.loader.processes import live_children
+from grainlite import shm
 from grainlite.tools import one_batch, show_batch
-from grainlite.tools.stand_in_data import build_imagenet_a
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -34,9 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from stand_in_data import decode_example, write_classification_records
 
 import grainlite as grain
-from grainlite.tools.stand_in_data import decode_example, write_classification_records
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ matplotlib.use("Agg")  # a script draws into files, with no display
 import matplotlib.pyplot as plt
 import numpy as np
 import orbax.checkpoint as ocp
+from stand_in_data import build_imagenet_a
 
 import grainlite as grain
-from grainlite.tools.stand_in_data import build_imagenet_a
 
 os.environ.pop("TFDS_DATA_DIR", None)
 import tensorflow_datasets as tfds  # after the environment is set, as in the tutorial

@@ -1,22 +1,59 @@
 """grainlite: a fast, leak-free data loader for JAX with Google Grain's DataLoader API.
 
 ``import grainlite as grain`` (or ``import grainlite.python as grain``) gives the names of Grain's
-``grain.python`` DataLoader path. Importing grainlite loads numpy and cloudpickle only; Orbax, JAX,
-TFDS, array_record, OpenCV and matplotlib load where they are used.
+``grain`` and ``grain.python`` namespaces for the DataLoader path, with Grain's submodules
+(``grain.samplers``, ``grain.sharding``, ``grain.sources``, ``grain.transforms``,
+``grain.checkpoint``, ``grain.constants``, ``grain.config``, ``grain.experimental``,
+``grain.multiprocessing``);
+docs/grain_names.md lists every Grain name and its status here. Importing grainlite loads numpy
+and cloudpickle only; Orbax, JAX, TFDS, array_record, OpenCV and matplotlib load where they are
+used.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from grainlite import experimental
+from grainlite import (
+    checkpoint,
+    config,
+    constants,
+    experimental,
+    multiprocessing,
+    samplers,
+    sharding,
+    sources,
+    transforms,
+)
+from grainlite.constants import (
+    DATASET_INDEX,
+    EPOCH,
+    INDEX,
+    META_FEATURES,
+    RECORD,
+    RECORD_KEY,
+    SEED,
+)
+from grainlite.errors import (
+    CheckpointMismatchError,
+    GrainliteError,
+    GrainliteRuntimeError,
+    GrainliteTypeError,
+    GrainliteValueError,
+    LoaderClosedError,
+    MissingExtraError,
+    SharedMemoryFullError,
+    StateNotJSONError,
+    WorkerDiedError,
+)
 from grainlite.loader.data_loader import DataLoader, DataLoaderIterator
 from grainlite.loader.options import MultiprocessingOptions, ReadOptions
-from grainlite.loader.shm import remove_stale_segments
 from grainlite.loading import load
 from grainlite.sampling.records import Record, RecordMetadata
 from grainlite.sampling.samplers import IndexSampler, Sampler, SequentialSampler
 from grainlite.sampling.sharding import NoSharding, ShardByJaxProcess, ShardOptions
+from grainlite.shm import remove_stale_segments
+from grainlite.shm.array import SharedMemoryArray
 from grainlite.sources.array_record import ArrayRecordDataSource
 from grainlite.sources.in_memory import InMemoryDataSource, SharedMemoryDataSource
 from grainlite.sources.protocol import RandomAccessDataSource
@@ -25,11 +62,20 @@ from grainlite.transforms.base import (
     FilterTransform,
     FlatMapTransform,
     MapTransform,
+    MapWithIndexTransform,
     RandomMapTransform,
     Transformation,
     Transformations,
 )
 from grainlite.transforms.batch import Batch
+from grainlite.transforms.legacy import (
+    BatchOperation,
+    FilterOperation,
+    MapOperation,
+    Operation,
+    RandomMapOperation,
+)
+from grainlite.transforms.selection import DatasetSelectionMap
 
 PyGrainDatasetIterator = DataLoaderIterator
 
@@ -53,25 +99,46 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DATASET_INDEX",
+    "EPOCH",
+    "INDEX",
+    "META_FEATURES",
+    "RECORD",
+    "RECORD_KEY",
+    "SEED",
     "ArrayRecordDataSource",
     "Batch",
+    "BatchOperation",
+    "CheckpointMismatchError",
     "DataLoader",
     "DataLoaderIterator",
+    "DatasetSelectionMap",
+    "FilterOperation",
     "FilterTransform",
     "FlatMapTransform",
     "GrainCheckpointHandler",
     "GrainCheckpointRestore",
     "GrainCheckpointSave",
+    "GrainliteError",
+    "GrainliteRuntimeError",
+    "GrainliteTypeError",
+    "GrainliteValueError",
     "InMemoryDataSource",
     "IndexSampler",
+    "LoaderClosedError",
+    "MapOperation",
     "MapTransform",
+    "MapWithIndexTransform",
+    "MissingExtraError",
     "MultiprocessingOptions",
     "NoSharding",
+    "Operation",
     "PyGrainCheckpointHandler",
     "PyGrainCheckpointRestore",
     "PyGrainCheckpointSave",
     "PyGrainDatasetIterator",
     "RandomAccessDataSource",
+    "RandomMapOperation",
     "RandomMapTransform",
     "RangeDataSource",
     "ReadOptions",
@@ -81,10 +148,22 @@ __all__ = [
     "SequentialSampler",
     "ShardByJaxProcess",
     "ShardOptions",
+    "SharedMemoryArray",
     "SharedMemoryDataSource",
+    "SharedMemoryFullError",
+    "StateNotJSONError",
     "Transformation",
     "Transformations",
+    "WorkerDiedError",
+    "checkpoint",
+    "config",
+    "constants",
     "experimental",
     "load",
+    "multiprocessing",
     "remove_stale_segments",
+    "samplers",
+    "sharding",
+    "sources",
+    "transforms",
 ]

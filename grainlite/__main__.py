@@ -5,25 +5,40 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grainlite.loader import shm
+from grainlite.shm import cleanup
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m grainlite", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    cleanup = commands.add_parser(
-        "cleanup", help="remove /dev/shm segments whose owning process no longer runs"
+    command = commands.add_parser(
+        "cleanup",
+        help="remove /dev/shm segments of this container and user whose owning process died",
+        description=(
+            "Removes the grainlite segments in /dev/shm whose owner process no longer runs. Only "
+            "segments of this pid namespace (container) and this user are considered; segments "
+            "of other containers, boots or users are never touched, only counted."
+        ),
     )
-    cleanup.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    command.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     args = parser.parse_args(argv)
-    stale = shm.stale_segments() if args.dry_run else shm.remove_stale_segments()
-    verb = "would remove" if args.dry_run else "removed"
-    for segment in stale:
+    found = cleanup.survey()
+    if args.dry_run:
+        verb, done = "would remove", found.stale
+    else:
+        verb, done = "removed", cleanup.remove(found.stale)
+    for segment in done:
         print(
             f"{verb} /dev/shm/{segment.name} ({segment.size} bytes, owner pid {segment.owner_pid})"
         )
-    print(f"{verb} {len(stale)} stale segment(s)")
+    for segment in found.stale:
+        if segment not in done:
+            print(f"could not remove /dev/shm/{segment.name} (gone, or not removable)")
+    print(
+        f"{verb} {len(done)} stale segment(s); kept {found.in_use} in use; skipped "
+        f"{found.not_ours} not ours (another container, boot or user)"
+    )
     return 0
 
 

@@ -5,7 +5,8 @@ exception users of Grain already catch, so ``except ValueError`` keeps working a
 
     GrainliteError
     ├── GrainliteValueError (ValueError)      bad arguments, bad values
-    │   └── CheckpointMismatchError           a state that does not fit this loader
+    │   ├── CheckpointMismatchError           a state that does not fit this loader
+    │   └── StateNotJSONError                 a state that is not JSON (json.JSONDecodeError)
     ├── GrainliteTypeError (TypeError)        wrong kinds of objects
     ├── GrainliteRuntimeError (RuntimeError)  the pipeline could not go on
     │   ├── WorkerDiedError                   a worker process ended without reporting
@@ -14,9 +15,12 @@ exception users of Grain already catch, so ``except ValueError`` keeps working a
     └── MissingExtraError (ImportError)       an optional dependency is not installed
 
 Messages follow one rule: name the thing, show the value received, state the rule, say the fix.
+Every class here is also importable from ``grainlite`` (``except grain.GrainliteError:``).
 """
 
 from __future__ import annotations
+
+import json
 
 
 class GrainliteError(Exception):
@@ -37,6 +41,14 @@ class GrainliteRuntimeError(GrainliteError, RuntimeError):
 
 class CheckpointMismatchError(GrainliteValueError):
     """A saved iterator state does not belong to this loader."""
+
+
+class StateNotJSONError(GrainliteValueError, json.JSONDecodeError):
+    """A saved iterator state is not JSON; a ``json.JSONDecodeError``, as Grain raises there."""
+
+    def __init__(self, message: str, cause: json.JSONDecodeError) -> None:
+        json.JSONDecodeError.__init__(self, cause.msg, cause.doc, cause.pos)
+        self.args = (message,)
 
 
 class WorkerDiedError(GrainliteRuntimeError):

@@ -1,5 +1,6 @@
 """Names Grain keeps under ``grain.experimental``."""
 
-from grainlite.transforms.base import FlatMapTransform
+from grainlite.sampling.index_shuffle import index_shuffle
+from grainlite.transforms.base import FlatMapTransform, MapWithIndexTransform
 
-__all__ = ["FlatMapTransform"]
+__all__ = ["FlatMapTransform", "MapWithIndexTransform", "index_shuffle"]

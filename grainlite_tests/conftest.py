@@ -5,16 +5,23 @@ from __future__ import annotations
 import gc
 import multiprocessing.resource_tracker
 import os
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from grainlite.loader import shm
-from grainlite.loader.processes import live_children as child_processes
+from grainlite import shm
+
+# The repository's scaffolding (stand_in_data, leak_check) lives beside the example scripts, outside
+# the installed package; the tests import it by the same top-level names the scripts use.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+from leak_check import live_children as child_processes
 
 
 def own_segments() -> set[str]:
-    """grainlite segments in /dev/shm owned by this process."""
+    """grainlite segments in /dev/shm owned by this process (of this pid namespace)."""
     return {n for n in shm.list_segments() if shm.owner_pid(n) == os.getpid()}
 
 

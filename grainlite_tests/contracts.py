@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+
+import grainlite as grain
 
 
 def to_plain(tree: Any) -> Any:
@@ -68,3 +72,66 @@ def assert_resumes_at_every_step(
                 assert same.get_state() == states[k + 1]
         same.set_state(states[-1])
         assert list(same) == []
+
+
+class SlowReads:
+    """A data source of ``key * 3`` whose reads take about 100 µs, like a read from a network
+    file system, and which records the threads that read it.
+
+    Fast sources (a range, a list) never leave the consuming thread, so a check that the output is
+    the same for any ReadOptions needs reads this slow to reach the reader threads at all. The sleep
+    stands for I/O latency (it releases the interpreter as a real read does); it synchronises
+    nothing.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.readers: set[int] = set()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: int) -> int:
+        self.readers.add(threading.get_ident())
+        time.sleep(100e-6)
+        return int(key) * 3
+
+    def __repr__(self) -> str:
+        return f"SlowReads(size={self.size})"
+
+
+READ_OPTIONS_CASES = {
+    "no-threads": grain.ReadOptions(num_threads=0, prefetch_buffer_size=500),
+    "no-buffer": grain.ReadOptions(num_threads=4, prefetch_buffer_size=0),
+    "one-thread": grain.ReadOptions(num_threads=1, prefetch_buffer_size=1),
+    "odd-sizes": grain.ReadOptions(num_threads=3, prefetch_buffer_size=7),
+    "defaults": grain.ReadOptions(),
+}
+
+
+def assert_same_output_for_any_read_options(
+    make_loader: Callable[[SlowReads, Any], Any], num_records: int = 1500
+) -> None:
+    """The same elements for any ReadOptions, with the threaded reads really exercised.
+
+    ``make_loader(source, read_options)`` builds the pipeline under test, in this process
+    (``worker_count=0``), over ``source``. Each case reads a fresh :class:`SlowReads` of
+    ``num_records`` records (enough for the reader to time its reads and move to threads), and
+    every case whose options allow reader threads must have read in a thread other than this one;
+    without threads, only this thread reads.
+    """
+    consumer = threading.get_ident()
+    reference_source = SlowReads(num_records)
+    with iter(make_loader(reference_source, grain.ReadOptions(num_threads=0))) as iterator:
+        expected = [to_plain(e) for e in iterator]
+    assert reference_source.readers == {consumer}
+    assert expected, "the pipeline under test yields nothing: nothing would be compared"
+    for name, options in READ_OPTIONS_CASES.items():
+        source = SlowReads(num_records)
+        with iter(make_loader(source, options)) as iterator:
+            got = [to_plain(e) for e in iterator]
+        assert got == expected, f"ReadOptions case {name!r} ({options}) changed the output"
+        if options.num_threads == 0 or options.prefetch_buffer_size == 0:
+            assert source.readers == {consumer}, f"case {name!r} read outside this thread"
+        else:
+            assert source.readers - {consumer}, f"case {name!r} never read in a reader thread"

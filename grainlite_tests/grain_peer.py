@@ -82,6 +82,14 @@ class BoundedRange:
                 raise EndlessWithoutOutputError(f"read {self.limit} records without finishing")
         return int(key)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Worker processes get a copy without the lock; each counts its own reads.
+        return {"n": self.n, "limit": self.limit, "reads": 0}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
         return f"BoundedRange(n={self.n})"
 
@@ -144,7 +152,7 @@ class Config:
 
     @property
     def grain_drops_the_remainder(self) -> bool:
-        """True where grain 0.2.18's known bug (reference §2.3) makes it read fewer records."""
+        """True where grain 0.2.18's known bug makes it read fewer records."""
         if self.shard_count == 1 or (self.num_epochs is None and not self.sequential):
             return False
         epochs = 1 if self.sequential else self.num_epochs

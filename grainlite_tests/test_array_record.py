@@ -140,8 +140,9 @@ def test_batched_reads_of_a_large_file_use_runs_and_index_lists_alike(tmp_path):
 def test_a_key_outside_the_source_is_an_index_error_and_a_value_error(shards, key):
     source = ArrayRecordDataSource(shards[0])
     message = (
-        f"Index {key} out of range for 15: ArrayRecordDataSource keys must be in [0, 15); wrap "
-        f"keys with key % len(source) if the sampler runs past the end."
+        f"Index {key} out of range for 15: ArrayRecordDataSource keys must be in [0, 15); read "
+        f"a key in that range, e.g. key % len(source) (here {key % 15}), which is how the "
+        "DataLoader wraps sampler keys."
     )
     for read in [lambda: source[key], lambda: source.__getitems__([0, key])]:
         with pytest.raises(IndexError) as error:

@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.transforms.batch import Batch, make_batch
-from grainlite.transforms.tree import map_leaves
+from grainlite.tree import map_leaves
 
 pytestmark = pytest.mark.timeout(60)
 

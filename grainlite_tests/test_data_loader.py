@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import itertools
 
+import absl.flags
+import grain.python as real_grain
 import numpy as np
 import pytest
 
 import grainlite as grain
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, LoaderClosedError
-from grainlite_tests.contracts import assert_resumes_at_every_step, to_plain
+from grainlite_tests.contracts import (
+    assert_resumes_at_every_step,
+    assert_same_output_for_any_read_options,
+    to_plain,
+)
+
+absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18 reads absl flags; they must count as parsed
 
 
 def _sampler(n=8, **kwargs):
@@ -32,39 +40,93 @@ def test_every_argument_is_keyword_only():
         grain.DataLoader(grain.RangeDataSource(0, 8, 1), _sampler())  # type: ignore[misc]
 
 
+WORKER_COUNT_FIX = (
+    "pass 0 to run in this process, N >= 1 for N worker processes or None for one per usable CPU."
+)
+BUFFER_FIX = "pass worker_buffer_size=N with N >= 1 to keep N finished elements ready per worker"
+
+
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
         (
             {"worker_count": -1},
             GrainliteValueError,
-            "Worker count should be greater than or equal zero. Current worker_count is -1; pass 0 "
-            "to run in this process or N >= 1 for N worker processes.",
+            f"Worker count should be greater than or equal zero. Current worker_count is -1; "
+            f"{WORKER_COUNT_FIX}",
         ),
         (
             {"worker_count": 1.0},
             GrainliteTypeError,
-            "worker_count must be an int or None, got 1.0; pass 0 to run in this process or N >= 1 "
-            "for N worker processes.",
+            f"worker_count must be an int or None, got float 1.0; {WORKER_COUNT_FIX}",
         ),
         (
             {"worker_buffer_size": -1},
             GrainliteValueError,
             "Worker buffer size must be greater than or equal zero. Current worker_buffer_size is "
-            "-1; pass N >= 1.",
+            f"-1; {BUFFER_FIX} (0 works as 1).",
         ),
         (
-            {"read_options": {"num_threads": 1}},
+            {"worker_buffer_size": "2"},
             GrainliteTypeError,
-            "read_options must be a ReadOptions, got {'num_threads': 1}.",
+            f"worker_buffer_size must be an int, got str '2'; {BUFFER_FIX}.",
+        ),
+        (
+            {"read_options": {"num_threads": 1, "prefetch_buffer_size": 8}},
+            GrainliteTypeError,
+            "read_options must be a ReadOptions or None, got dict "
+            "{'num_threads': 1, 'prefetch_buffer_size': 8}; pass "
+            "grain.ReadOptions(**read_options), here "
+            "grain.ReadOptions(num_threads=1, prefetch_buffer_size=8), or None for the defaults.",
+        ),
+        (
+            {"read_options": (4, 100)},
+            GrainliteTypeError,
+            "read_options must be a ReadOptions or None, got tuple (4, 100); pass "
+            "grain.ReadOptions(num_threads=..., prefetch_buffer_size=...), or None for the "
+            "defaults.",
+        ),
+        (
+            {"shard_options": (0, 1)},
+            GrainliteTypeError,
+            "shard_options must be a ShardOptions, got tuple (0, 1); pass "
+            "grain.ShardOptions(shard_index=i, shard_count=n), grain.NoSharding() or "
+            "grain.ShardByJaxProcess(), or None to use the sampler's.",
         ),
     ],
-    ids=["negative-workers", "float-workers", "negative-buffer", "dict-read-options"],
+    ids=[
+        "negative-workers",
+        "float-workers",
+        "negative-buffer",
+        "string-buffer",
+        "dict-read-options",
+        "tuple-read-options",
+        "tuple-shard-options",
+    ],
 )
 def test_bad_arguments_are_rejected_with_the_rule_and_the_fix(kwargs, error, message):
     with pytest.raises(error) as caught:
         _loader(**kwargs)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"worker_count": -1}, {"worker_buffer_size": -1}], ids=["workers", "buffer"]
+)
+def test_negative_counts_raise_value_error_as_grain_does(kwargs):
+    sampler = real_grain.IndexSampler(8, real_grain.NoSharding(), num_epochs=1)
+    with pytest.raises(ValueError):
+        real_grain.DataLoader(data_source=list(range(8)), sampler=sampler, **kwargs)
+    with pytest.raises(ValueError):
+        _loader(**kwargs)
+
+
+def test_a_zero_worker_buffer_is_accepted_as_in_grain_and_works_as_one():
+    loader = _loader(12, worker_count=2, worker_buffer_size=0)
+    assert loader.multiprocessing_options == grain.MultiprocessingOptions(
+        num_workers=2, per_worker_buffer_size=0
+    )
+    assert list(loader) == list(range(12))
 
 
 def test_a_source_that_is_not_random_access_is_rejected():
@@ -83,8 +145,14 @@ def test_a_custom_sampler_without_shard_options_needs_them_passed():
                 raise IndexError(index)
             return grain.RecordMetadata(index=index, record_key=2 - index)
 
-    with pytest.raises(GrainliteValueError, match="No shard options were provided"):
+    with pytest.raises(GrainliteValueError) as caught:
         grain.DataLoader(data_source=[10, 11, 12], sampler=Custom())
+    assert str(caught.value) == (
+        "No shard options were provided to the DataLoader. Please pass shard options to the "
+        "DataLoader: the sampler (Custom) carries no sharding (it has no _shard_options "
+        "attribute), so pass shard_options=grain.NoSharding() (one host) or "
+        "grain.ShardByJaxProcess() (one shard per JAX process)."
+    )
     loader = grain.DataLoader(
         data_source=[10, 11, 12], sampler=Custom(), shard_options=grain.NoSharding()
     )
@@ -116,22 +184,21 @@ def test_a_context_manager_closes_the_iterator():
         next(iterator)
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        grain.ReadOptions(0, 500),
-        grain.ReadOptions(4, 0),
-        grain.ReadOptions(1, 1),
-        grain.ReadOptions(3, 7),
-        grain.ReadOptions(16, 500),
-    ],
-    ids=["no-threads", "no-buffer", "one-thread", "odd-sizes", "defaults"],
-)
-def test_reads_give_the_same_output_for_any_read_options(options):
-    sampler = _sampler(300, shuffle=True, seed=9, num_epochs=2)
-    expected = list(_loader(300, sampler=sampler, read_options=grain.ReadOptions(0, 0)))
-    assert list(_loader(300, sampler=sampler, read_options=options)) == expected
-    assert len(expected) == 600
+class DropMultiplesOfFive(grain.FilterTransform):
+    def filter(self, x):
+        return x % 5 != 0
+
+
+def test_reads_give_the_same_output_for_any_read_options_reader_threads_included():
+    def make_loader(source, read_options):
+        return grain.DataLoader(
+            data_source=source,
+            sampler=_sampler(len(source), shuffle=True, seed=9, num_epochs=2),
+            operations=[DropMultiplesOfFive(), grain.Batch(7)],
+            read_options=read_options,
+        )
+
+    assert_same_output_for_any_read_options(make_loader)
 
 
 def test_a_zero_buffer_with_threads_still_reads_everything_unlike_grain_0_2_12():

@@ -13,8 +13,8 @@ import cloudpickle
 import numpy as np
 import pytest
 
+from grainlite import shm
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.loader import shm
 from grainlite.sources.in_memory import InMemoryDataSource, SharedMemoryDataSource
 
 pytestmark = pytest.mark.timeout(30)
@@ -98,8 +98,9 @@ def test_keys_outside_the_list_raise_index_error(source, key):
     with pytest.raises(IndexError) as error:
         source[key]
     assert str(error.value) == (
-        f"Index {key} out of range for 15: InMemoryDataSource keys must be in [0, 15); wrap "
-        f"keys with key % len(source) if the sampler runs past the end."
+        f"Index {key} out of range for 15: InMemoryDataSource keys must be in [0, 15); read a "
+        f"key in that range, e.g. key % len(source) (here {key % 15}), which is how the "
+        "DataLoader wraps sampler keys."
     )
     with pytest.raises(IndexError, match=f"^Index {key} out of range"):
         source.__getitems__([0, key])
@@ -136,13 +137,70 @@ def test_neither_elements_nor_name_is_a_value_error():
     )
 
 
-def test_elements_and_name_together_are_refused():
+def _unique_name(label: str) -> str:
+    return f"glt_{label}_{os.getpid()}_{os.urandom(4).hex()}"
+
+
+def test_elements_with_a_name_create_the_segment_under_that_name_for_others_to_attach():
+    name = _unique_name("named")
+    with InMemoryDataSource([1, "two", b"3", None], name=name) as source:
+        assert source.name == name
+        assert os.path.exists(f"/dev/shm/{name}")
+        attached = InMemoryDataSource(name=name)
+        assert list(attached) == [1, "two", b"3", None]
+        attached.close()
+        assert os.path.exists(f"/dev/shm/{name}")  # only the creator removes it
+    assert not os.path.exists(f"/dev/shm/{name}")
+
+
+def test_a_named_source_is_read_by_worker_processes():
+    import grainlite as grain
+
+    name = _unique_name("workers")
+    with InMemoryDataSource(list(range(10, 16)), name=name) as source:
+        loader = grain.DataLoader(
+            data_source=source,
+            sampler=grain.IndexSampler(6, grain.NoSharding(), num_epochs=1),
+            worker_count=2,
+        )
+        with iter(loader) as iterator:
+            assert sorted(iterator) == list(range(10, 16))
+
+
+def test_a_name_that_already_exists_is_file_exists_error_as_in_grain():
+    name = _unique_name("taken")
+    with InMemoryDataSource([1], name=name):
+        with pytest.raises(FileExistsError) as error:
+            InMemoryDataSource([2], name=name)
+        assert str(error.value) == (
+            f"[Errno 17] A shared-memory segment named {name!r} already exists in /dev/shm (an "
+            f"InMemoryDataSource created under that name and still open, or left by a killed "
+            f"process); choose another name, close the source that holds it, or remove a "
+            f"leftover with InMemoryDataSource(name={name!r}).unlink()"
+        )
+        assert InMemoryDataSource(name=name)[0] == 1  # the first one is untouched
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "x" * 256], ids=["empty", "slash", "too-long"])
+def test_a_name_the_platform_cannot_hold_is_a_clear_value_error(name):
+    before = set(os.listdir("/dev/shm"))
     with pytest.raises(GrainliteValueError) as error:
-        InMemoryDataSource([1], name="mine")
+        InMemoryDataSource([1], name=name)
+    size = len(name)
     assert str(error.value) == (
-        "Pass either elements or name to InMemoryDataSource, not both (got name='mine'); grainlite "
-        "names new segments itself (the name carries the owner's pid so leftovers of a killed run "
-        "can be removed), so drop name= to create one."
+        f"InMemoryDataSource name must be 1 to 255 bytes without '/' or NUL on this platform "
+        f"(linux); got {name!r} ({size} bytes). Pass a shorter name such as 'my_dataset', or "
+        f"leave name out to let grainlite choose one."
+    )
+    assert set(os.listdir("/dev/shm")) - before == set()
+
+
+def test_a_name_that_is_not_a_str_is_a_type_error():
+    with pytest.raises(GrainliteTypeError) as error:
+        InMemoryDataSource([1], name=5)
+    assert str(error.value) == (
+        "InMemoryDataSource name must be a str (got int 5); pass a name such as 'my_dataset', "
+        "or leave name out to let grainlite choose one."
     )
 
 
@@ -191,7 +249,7 @@ def test_attaching_to_a_missing_segment_is_file_not_found():
 
 
 def test_attaching_to_a_foreign_segment_is_refused():
-    foreign = shm.Segment.create(128, kind="test")
+    foreign = shm.Segment.create(128, "test")
     try:
         with pytest.raises(GrainliteValueError) as error:
             InMemoryDataSource(name=foreign.name)
@@ -224,7 +282,7 @@ def test_values_of_different_types_give_different_reprs():
 
 def test_str_names_the_segment_like_grain(source):
     assert str(source) == f"InMemoryDataSource(name={source.name}, len=15)"
-    assert source.name.startswith(f"grainlite_{os.getpid()}_source_")
+    assert shm.owner_pid(source.name) == os.getpid() and "_src_" in source.name
 
 
 def test_shared_memory_data_source_is_the_same_class():

@@ -4,37 +4,72 @@ from __future__ import annotations
 
 import logging
 
+import absl.flags
+import grain.python as real_grain
 import pytest
 
 import grainlite as grain
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
+
+absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18 reads absl flags; they must count as parsed
 
 
 def test_read_options_default_to_grains_sixteen_threads_and_five_hundred_records():
     assert grain.ReadOptions() == grain.ReadOptions(num_threads=16, prefetch_buffer_size=500)
 
 
+NO_THREADS = "(0 reads in the consuming thread, without reader threads)."
+
+
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
-        ({"num_threads": -1}, GrainliteValueError, "num_threads must be non-negative, got -1."),
+        (
+            {"num_threads": -1},
+            GrainliteValueError,
+            "num_threads must be non-negative, got -1; pass num_threads=N with N >= 0 "
+            f"{NO_THREADS}",
+        ),
         (
             {"prefetch_buffer_size": -2},
             GrainliteValueError,
-            "prefetch_buffer_size must be non-negative, got -2.",
+            "prefetch_buffer_size must be non-negative, got -2; pass prefetch_buffer_size=N with "
+            f"N >= 0 {NO_THREADS}",
         ),
         (
             {"num_threads": 1.5},
             GrainliteTypeError,
-            "num_threads must be an int, got 1.5 of type float; pass a non-negative integer.",
+            "ReadOptions.num_threads must be an int, got float 1.5; pass num_threads=N with N >= 0 "
+            f"{NO_THREADS}",
+        ),
+        (
+            {"prefetch_buffer_size": "8"},
+            GrainliteTypeError,
+            "ReadOptions.prefetch_buffer_size must be an int, got str '8'; pass "
+            f"prefetch_buffer_size=N with N >= 0 {NO_THREADS}",
         ),
     ],
-    ids=["negative-threads", "negative-buffer", "float-threads"],
+    ids=["negative-threads", "negative-buffer", "float-threads", "string-buffer"],
 )
-def test_bad_read_options_are_rejected(kwargs, error, message):
+def test_bad_read_options_name_the_value_the_rule_and_the_fix(kwargs, error, message):
     with pytest.raises(error) as caught:
         grain.ReadOptions(**kwargs)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("name", ["num_threads", "prefetch_buffer_size"])
+def test_negative_read_options_start_with_grains_value_error_text(name):
+    with pytest.raises(ValueError) as grains:
+        real_grain.ReadOptions(**{name: -1})
+    with pytest.raises(ValueError) as ours:
+        grain.ReadOptions(**{name: -1})
+    assert str(ours.value).startswith(str(grains.value) + ";")
+
+
+def test_zero_threads_or_zero_buffer_are_accepted_and_read_synchronously():
+    assert grain.ReadOptions(num_threads=0).synchronous
+    assert grain.ReadOptions(prefetch_buffer_size=0).synchronous
+    assert not grain.ReadOptions(num_threads=1, prefetch_buffer_size=1).synchronous
 
 
 def test_a_buffer_smaller_than_the_thread_count_warns_with_the_fix(caplog):

@@ -5,10 +5,14 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
+
+import pytest
 
 import grainlite
 import grainlite.python
+from grainlite import errors
 
 ROOT = Path(__file__).resolve().parents[1]
 # The Grain tutorial as this repository runs it (its code is the tutorial's, unchanged).
@@ -18,10 +22,67 @@ TUTORIALS = [
 ]
 
 
+# Grain's submodules, which grainlite has as attributes at the same names (and in __all__).
+SUBMODULES = {
+    "checkpoint",
+    "config",
+    "constants",
+    "experimental",
+    "multiprocessing",
+    "samplers",
+    "sharding",
+    "sources",
+    "transforms",
+}
+
+
+def isort_order(name: str) -> tuple[int, str]:
+    """The order of ruff's RUF022: CONSTANTS, then Classes, then the rest, each alphabetical."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
 def test_all_is_sorted_and_every_name_in_it_exists():
-    assert grainlite.__all__ == sorted(grainlite.__all__)
+    assert grainlite.__all__ == sorted(grainlite.__all__, key=isort_order)
     for name in grainlite.__all__:
         assert getattr(grainlite, name) is not None, name
+
+
+def test_all_lists_every_public_name_of_the_package():
+    public = {
+        name
+        for name, value in vars(grainlite).items()
+        if not name.startswith("_")
+        and not (isinstance(value, types.ModuleType) and name not in SUBMODULES)
+        and name not in {"annotations", "Any"}
+    }
+    assert public <= set(grainlite.__all__), public - set(grainlite.__all__)
+    assert set(grainlite.__all__) >= SUBMODULES, SUBMODULES - set(grainlite.__all__)
+
+
+def test_the_whole_error_tree_is_importable_from_the_top_level():
+    tree = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.GrainliteError)
+    }
+    assert tree == {
+        "CheckpointMismatchError",
+        "GrainliteError",
+        "GrainliteRuntimeError",
+        "GrainliteTypeError",
+        "GrainliteValueError",
+        "LoaderClosedError",
+        "MissingExtraError",
+        "SharedMemoryFullError",
+        "StateNotJSONError",
+        "WorkerDiedError",
+    }
+    for name in tree:
+        assert name in grainlite.__all__, name
+        assert getattr(grainlite, name) is getattr(errors, name), name
+    with pytest.raises(grainlite.GrainliteValueError) as caught:
+        grainlite.IndexSampler(3, num_epochs=0)
+    assert isinstance(caught.value, ValueError)
 
 
 def test_every_grain_name_the_tutorial_uses_is_exported():
@@ -34,11 +95,20 @@ def test_every_grain_name_the_tutorial_uses_is_exported():
 
 def test_grain_python_spelling_gives_the_same_objects():
     for name in grainlite.__all__:
-        assert getattr(grainlite.python, name) is getattr(grainlite, name), name
+        if name != "experimental":  # grainlite.python.experimental is its own module
+            assert getattr(grainlite.python, name) is getattr(grainlite, name), name
     assert grainlite.python.__all__ == grainlite.__all__
     assert grainlite.PyGrainDatasetIterator is grainlite.DataLoaderIterator
     assert grainlite.InMemoryDataSource is grainlite.SharedMemoryDataSource
     assert grainlite.experimental.FlatMapTransform is grainlite.FlatMapTransform
+
+
+def test_grain_python_experimental_imports_as_a_module_with_the_same_names():
+    import grainlite.python.experimental as experimental
+    from grainlite.python.experimental import FlatMapTransform
+
+    assert experimental.FlatMapTransform is FlatMapTransform is grainlite.FlatMapTransform
+    assert experimental.__all__ == grainlite.experimental.__all__
 
 
 def test_importing_grainlite_loads_no_heavy_optional_package():
@@ -50,3 +120,25 @@ def test_importing_grainlite_loads_no_heavy_optional_package():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_checkpoint_is_an_attribute_at_import_and_loads_orbax_only_on_first_use():
+    pytest.importorskip("orbax.checkpoint")
+    code = (
+        "import sys, grainlite; "
+        "loaded = lambda: 'orbax.checkpoint' in sys.modules; "
+        "module = grainlite.checkpoint; "
+        "print(module.__name__, loaded(), sorted(module.__all__)); "
+        "save = grainlite.checkpoint.CheckpointSave; "
+        "print(loaded(), save is grainlite.PyGrainCheckpointSave is grainlite.GrainCheckpointSave)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == [
+        "grainlite.checkpoint False ['CheckpointHandler', 'CheckpointRestore', 'CheckpointSave']",
+        "True True",
+    ]
+
+
+def test_an_unknown_checkpoint_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="has no attribute 'CheckpointLoad'"):
+        grainlite.checkpoint.CheckpointLoad  # noqa: B018

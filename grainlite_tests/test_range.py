@@ -102,8 +102,9 @@ def test_keys_outside_the_range_raise_index_error_with_grains_text(key):
     with pytest.raises(IndexError) as error:
         source[key]
     assert str(error.value) == (
-        f"Index {key} out of range for 8: RangeDataSource keys must be in [0, 8); wrap keys with "
-        f"key % len(source) if the sampler runs past the end."
+        f"Index {key} out of range for 8: RangeDataSource keys must be in [0, 8); read a key in "
+        f"that range, e.g. key % len(source) (here {key % 8}), which is how the DataLoader wraps "
+        "sampler keys."
     )
     with pytest.raises(IndexError) as grains:
         grain.RangeDataSource(0, 8, 1)[key]

@@ -1,5 +1,5 @@
 """The read stage: reads move to reader threads only when the source is slow, and the order and
-content never depend on which thread read them."""
+content never depend on which thread read them; each worker reads exactly its slice."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import threading
 import time
 
 import grainlite as grain
+from grainlite.loader.reader import RecordReader
+from grainlite.loader.striding import WorkerSlice
 
 
 class SlowSource:
@@ -49,3 +51,41 @@ def test_a_short_stream_is_read_in_the_consuming_thread_even_with_threads_config
     assert got == _elements(SlowSource(100), grain.ReadOptions(num_threads=0))
     # Fewer records than the reader times before deciding: no thread was started for them.
     assert source.threads == {threading.current_thread().name}
+
+
+class AskedIndices:
+    """A sampler without ``record_keys`` that records which global indices it was asked for."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.asked: list[int] = []
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> grain.RecordMetadata:
+        if index >= self.length:
+            raise IndexError(index)
+        self.asked.append(index)
+        return grain.RecordMetadata(index=index, record_key=index)
+
+
+def _read_all(sampler, worker: WorkerSlice) -> list:
+    reader = RecordReader(sampler, list(range(100)), worker, 0, grain.ReadOptions(num_threads=0))
+    try:
+        return [record for _, chunk in reader for record in chunk]
+    finally:
+        reader.close()
+
+
+def test_a_worker_reads_exactly_its_slice_from_a_sampler_without_vectorized_keys():
+    sampler = AskedIndices(30)
+    worker = WorkerSlice.of(sampler, shard_index=1, shard_count=2, worker=2, workers=3)
+    assert _read_all(sampler, worker) == [5, 11, 17, 23, 29]
+    assert sampler.asked == [5, 11, 17, 23, 29]
+
+
+def test_a_worker_reads_exactly_its_slice_through_vectorized_record_keys():
+    sampler = grain.IndexSampler(30, grain.NoSharding(), num_epochs=1, seed=3)
+    worker = WorkerSlice.of(sampler, shard_index=1, shard_count=2, worker=2, workers=3)
+    assert _read_all(sampler, worker) == [sampler[i].record_key for i in (5, 11, 17, 23, 29)]

@@ -149,25 +149,38 @@ EPOCHS_TEXT = (
     "greater than 0."
 )
 
+RECORDS_HINT = (
+    " A sampler needs a non-empty data source: check that the data source has records and pass "
+    "num_records=len(data_source)."
+)
+EPOCHS_HINT = (
+    " Pass num_epochs=N with N >= 1 for N passes over the data, or None for an endless stream."
+)
+
 
 @pytest.mark.parametrize(
     ("build", "kind", "grain_text", "hint"),
     [
         (lambda m: m.IndexSampler(0), GrainliteValueError, RECORDS_TEXT.format(n=0),
-         " A sampler needs a non-empty data source."),
+         RECORDS_HINT),
         (lambda m: m.SequentialSampler(-3), GrainliteValueError, RECORDS_TEXT.format(n=-3),
-         " A sampler needs a non-empty data source."),
+         RECORDS_HINT),
         (lambda m: m.IndexSampler(5, num_epochs=0), GrainliteValueError, EPOCHS_TEXT.format(n=0),
-         " Pass num_epochs=None for an endless stream."),
+         EPOCHS_HINT),
+        (lambda m: m.IndexSampler(5, num_epochs=-2), GrainliteValueError,
+         EPOCHS_TEXT.format(n=-2), EPOCHS_HINT),
         (lambda m: m.IndexSampler(0, num_epochs=0), GrainliteValueError, RECORDS_TEXT.format(n=0),
-         " A sampler needs a non-empty data source."),
+         RECORDS_HINT),
         (lambda m: m.IndexSampler(5, shuffle=True), GrainliteValueError,
          "Shuffling requires specifying a seed.", " Pass seed=<an int in [0, 2**32 - 1]>."),
         (lambda m: m.IndexSampler(5, shuffle=True, seed=1.5), GrainliteTypeError,
-         "Expected seed of int type. Got seed with type <class 'float'>", "; pass a Python int."),
+         "Expected seed of int type. Got seed with type <class 'float'>",
+         ": 1.5; pass an int in [0, 2**32 - 1] as a Python int (int(seed) converts a numpy "
+         "integer)."),
         (lambda m: m.IndexSampler(5, shuffle=True, seed=np.int64(3)), GrainliteTypeError,
          "Expected seed of int type. Got seed with type <class 'numpy.int64'>",
-         "; pass a Python int."),
+         ": np.int64(3); pass an int in [0, 2**32 - 1] as a Python int (int(seed) converts a "
+         "numpy integer)."),
         (lambda m: m.IndexSampler(5, seed=-1), GrainliteValueError,
          "Seed should be positive 32-bit integer.",
          " Got -1; pass an int in [0, 2**32 - 1], e.g. seed % 2**32."),
@@ -175,7 +188,8 @@ EPOCHS_TEXT = (
          "Seed should be positive 32-bit integer.",
          " Got 4294967296; pass an int in [0, 2**32 - 1], e.g. seed % 2**32."),
     ],
-    ids=["no-records", "negative-records", "no-epochs", "records-checked-before-epochs",
+    ids=["no-records", "negative-records", "no-epochs", "negative-epochs",
+         "records-checked-before-epochs",
          "shuffle-without-seed", "float-seed", "numpy-seed", "negative-seed", "seed-past-32-bits"],
 )  # fmt: skip
 def test_bad_arguments_raise_grains_exception_and_text_plus_a_hint(build, kind, grain_text, hint):
@@ -196,22 +210,30 @@ def test_bad_arguments_raise_grains_exception_and_text_plus_a_hint(build, kind, 
          "SequentialSampler: num_records must be an int, got str '3'; pass "
          "num_records=len(data_source)."),
         (lambda: IndexSampler(5, num_epochs=2.5), GrainliteTypeError,
-         "IndexSampler: num_epochs must be an int or None, got float 2.5."),
+         "IndexSampler: num_epochs must be an int or None, got float 2.5; pass num_epochs=N with "
+         "N >= 1 for N passes over the data, or None for an endless stream."),
         (lambda: IndexSampler(5, shard_options=None), GrainliteTypeError,
          "IndexSampler: shard_options must be a ShardOptions, got NoneType None; pass "
          "NoSharding(), ShardByJaxProcess() or ShardOptions(i, n)."),
         (lambda: IndexSampler(5, seed=1.5), GrainliteTypeError,
-         "Expected seed of int type. Got seed with type <class 'float'>; pass a Python int."),
+         "Expected seed of int type. Got seed with type <class 'float'>: 1.5; pass an int in "
+         "[0, 2**32 - 1] as a Python int (int(seed) converts a numpy integer)."),
         (lambda: SequentialSampler(5, seed="x"), GrainliteTypeError,
-         "Expected seed of int type. Got seed with type <class 'str'>; pass a Python int."),
+         "Expected seed of int type. Got seed with type <class 'str'>: 'x'; pass an int >= 0 as "
+         "a Python int (int(seed) converts a numpy integer)."),
         (lambda: SequentialSampler(5, seed=-3), GrainliteValueError,
-         "SequentialSampler: seed must be a non-negative int or None, got -3."),
+         "SequentialSampler: seed must be a non-negative int or None, got -3; pass an int >= 0 "
+         "(e.g. seed % 2**32), or None for records without a generator."),
         (lambda: IndexSampler(2, ShardOptions(2, 3), num_epochs=2), GrainliteValueError,
          "IndexSampler: shard 2 of 3 gets no records, because num_records=2 is smaller than "
          "shard_count=3. Use at most 2 shards or more records."),
+        (lambda: IndexSampler(1, ShardOptions(1, 2), num_epochs=3), GrainliteValueError,
+         "IndexSampler: shard 1 of 2 gets no records, because num_records=1 is smaller than "
+         "shard_count=2. Use at most 1 shard or more records."),
     ],
     ids=["float-records", "string-records", "float-epochs", "no-shard-options",
-         "float-seed-without-shuffle", "string-seed", "negative-sequential-seed", "empty-shard"],
+         "float-seed-without-shuffle", "string-seed", "negative-sequential-seed", "empty-shard",
+         "empty-shard-of-one-record"],
 )  # fmt: skip
 def test_arguments_grain_fails_on_later_or_obscurely_raise_a_clear_error_early(
     build, kind, message
@@ -221,22 +243,50 @@ def test_arguments_grain_fails_on_later_or_obscurely_raise_a_clear_error_early(
     assert str(caught.value) == message
 
 
-@pytest.mark.parametrize("make", [IndexSampler, SequentialSampler], ids=["index", "sequential"])
+PAST_THE_END = {
+    "sequential": "for N passes over the data use IndexSampler(num_records, num_epochs=N)",
+    "index": "for a longer stream pass num_epochs above 2, or None (endless)",
+}
+
+
+@pytest.mark.parametrize("kind", ["index", "sequential"])
 @pytest.mark.parametrize("index", [-1, 10], ids=["negative", "at-len"])
-def test_indices_outside_the_length_raise_index_error_with_grains_text(make, index):
-    sampler = make(10, seed=1) if make is SequentialSampler else make(5, num_epochs=2, seed=1)
+def test_indices_outside_the_length_raise_index_error_with_the_range_and_the_fix(kind, index):
+    if kind == "sequential":
+        sampler = SequentialSampler(10, seed=1)
+        grains = real_grain.SequentialSampler(10, seed=1)
+    else:
+        sampler = IndexSampler(5, num_epochs=2, seed=1)
+        grains = real_grain.IndexSampler(5, num_epochs=2, seed=1)
+    with pytest.raises(IndexError):
+        grains[index]  # the type users catch (and the loader's end of stream) is Grain's
     with pytest.raises(IndexError) as caught:
         sampler[index]
-    grain_text = (
-        f"RecordMetadata object index is out of bounds; Got index {index}, allowed indices "
-        "should be in [0, 10]"
+    fix = (
+        "negative indices do not count from the end: pass len(sampler) - k for the k-th from "
+        "the end"
+        if index < 0
+        else PAST_THE_END[kind]
     )
-    assert str(caught.value) == grain_text + (
-        " (the end is excluded: valid indices are 0 <= index < 10)."
+    assert str(caught.value) == (
+        f"{type(sampler).__name__} index {index} is out of range: indices must be in [0, 10) "
+        f"(0 <= index < len(sampler)); {fix}."
     )
     with pytest.raises(TypeError) as wrong_type:
         sampler[3.0]
-    assert str(wrong_type.value) == f"{make.__name__} index must be an int, got float 3.0."
+    assert str(wrong_type.value) == (
+        f"{type(sampler).__name__} index must be an int, got float 3.0; pass an int in [0, 10), "
+        "e.g. sampler[int(index)]."
+    )
+
+
+def test_the_end_of_an_endless_index_sampler_says_it_is_the_end():
+    with pytest.raises(IndexError) as caught:
+        IndexSampler(3)[sys.maxsize]
+    assert str(caught.value) == (
+        f"IndexSampler index {sys.maxsize} is out of range: indices must be in [0, {sys.maxsize}) "
+        "(0 <= index < len(sampler)); this endless stream (num_epochs=None) ends at sys.maxsize."
+    )
 
 
 def test_samplers_satisfy_the_protocol_and_iterate_by_getitem():
@@ -370,5 +420,5 @@ def test_a_shard_without_records_that_reads_nothing_is_accepted_but_cannot_be_re
         sampler[0]
     assert str(caught.value) == (
         "IndexSampler: shard 1 of 2 gets no records, because num_records=1 is smaller than "
-        "shard_count=2. Use at most 1 shards or more records."
+        "shard_count=2. Use at most 1 shard or more records."
     )

@@ -47,16 +47,25 @@ def _error_of(build):
             (2, 2),
             "Shard shard_index must be in [0, shard_count - 1], shard_count was 2 and "
             "shard_index was 2.",
-            " Shard indices count from 0, e.g. jax.process_index().",
+            " Pass a shard_index from 0 to 1: shard indices count from 0, as jax.process_index() "
+            "does.",
         ),
         (
             (-1, 2),
             "Shard shard_index must be in [0, shard_count - 1], shard_count was 2 and "
             "shard_index was -1.",
-            " Shard indices count from 0, e.g. jax.process_index().",
+            " Pass a shard_index from 0 to 1: shard indices count from 0, as jax.process_index() "
+            "does.",
+        ),
+        (
+            (5, 3),
+            "Shard shard_index must be in [0, shard_count - 1], shard_count was 3 and "
+            "shard_index was 5.",
+            " Pass a shard_index from 0 to 2: shard indices count from 0, as jax.process_index() "
+            "does.",
         ),
     ],
-    ids=["zero-shards", "negative-shards", "index-past-the-end", "negative-index"],
+    ids=["zero-shards", "negative-shards", "index-past-the-end", "negative-index", "three-shards"],
 )
 def test_bad_shard_options_raise_grains_value_error_text_plus_a_hint(args, grain_text, hint):
     ours = _error_of(lambda: ShardOptions(*args))

@@ -1,56 +1,62 @@
-"""Shared-memory segments: owner pid in the name, stale ones found and removed, CLI."""
+"""The ``grainlite.shm`` package: its public names, and that it sits below everything else."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import ast
+import inspect
+from pathlib import Path
 
-import numpy as np
+import pytest
 
-from grainlite.loader import shm
+from grainlite import shm
 
+pytestmark = pytest.mark.timeout(30)
 
-def test_segment_names_carry_the_owner_pid_and_kind():
-    segment = shm.Segment.create(64, "unit")
-    try:
-        assert segment.name.startswith(f"grainlite_{__import__('os').getpid()}_unit_")
-        assert shm.owner_pid(segment.name) == __import__("os").getpid()
-    finally:
-        segment.unlink()
-        segment.close()
+PACKAGE = Path(shm.__file__).parent
 
-
-def test_an_unlinked_segment_stays_readable_through_existing_arrays():
-    segment = shm.Segment.create(64, "unit")
-    array = np.frombuffer(segment.buf, np.uint8)
-    array[:4] = [1, 2, 3, 4]
-    segment.unlink()
-    assert segment.name not in shm.list_segments()
-    assert array[:4].tolist() == [1, 2, 3, 4]
-    segment.close()  # arrays still point in: the mapping goes when they go
-    assert array[:4].tolist() == [1, 2, 3, 4]
+# The names the loader, the engine and the sources code against.
+API = {
+    "Segment": None,
+    "StaleSegment": None,
+    "list_segments": "() -> list[str]",
+    "owner_pid": "(name: str) -> int | None",
+    "remove_stale_segments": "() -> list[StaleSegment]",
+    "remove_stale_segments_automatically": "() -> None",
+    "remove_tagged": "(tag_prefix: str, owner_pid: int | None = None) -> None",
+    "segment_name": "(tag: str, owner_pid: int | None = None) -> str",
+    "stale_segments": "() -> list[StaleSegment]",
+    "unlink": "(name: str) -> None",
+}
 
 
-def test_other_names_have_no_owner():
-    assert shm.owner_pid("psm_1234") is None
-    assert shm.owner_pid("grainlite_x_unit") is None
+def signature(function: object) -> str:
+    """The signature as written in the source (annotations are strings there)."""
+    return str(inspect.signature(function)).replace("'", "")
 
 
-def test_the_cleanup_command_removes_segments_of_dead_owners():
-    victim = subprocess.Popen([sys.executable, "-c", "pass"])
-    victim.wait()
-    segment = shm.Segment.create(32, "unit", owner=victim.pid)
-    dry = subprocess.run(
-        [sys.executable, "-m", "grainlite", "cleanup", "--dry-run"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert f"would remove /dev/shm/{segment.name}" in dry.stdout
-    assert segment.name in shm.list_segments()
-    done = subprocess.run(
-        [sys.executable, "-m", "grainlite", "cleanup"], capture_output=True, text=True, check=True
-    )
-    assert f"removed /dev/shm/{segment.name}" in done.stdout
-    assert segment.name not in shm.list_segments()
-    segment.close()
+def test_all_is_sorted_and_is_exactly_the_api():
+    assert shm.__all__ == sorted(shm.__all__)
+    assert set(shm.__all__) == set(API)
+
+
+@pytest.mark.parametrize("name", [n for n, s in API.items() if s is not None])
+def test_each_function_keeps_its_signature(name):
+    assert signature(getattr(shm, name)) == API[name]
+
+
+def test_segment_keeps_its_constructors_and_attributes():
+    create = "(size: int, tag: str, owner_pid: int | None = None, reserve: bool = False) -> Segment"
+    assert signature(shm.Segment.create) == create
+    assert signature(shm.Segment.attach) == "(name: str) -> Segment"
+    assert {"name", "size", "buf"} <= set(shm.Segment.__slots__)
+    assert callable(shm.Segment.unlink) and callable(shm.Segment.close)
+    assert list(shm.StaleSegment.__dataclass_fields__) == ["name", "owner_pid", "size"]
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in PACKAGE.glob("*.py")))
+def test_the_package_imports_nothing_of_grainlite_but_errors_and_itself(module):
+    tree = ast.parse((PACKAGE / module).read_text())
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    ours = [m for m in imported if m == "grainlite" or m.startswith("grainlite.")]
+    assert [m for m in ours if m != "grainlite.errors" and not m.startswith("grainlite.shm")] == []

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import stand_in_data
 
 import grainlite as grain
 from grainlite.errors import GrainliteValueError
-from grainlite.tools import stand_in_data
 
 tfds = pytest.importorskip("tensorflow_datasets")
 pytest.importorskip("cv2")

@@ -154,6 +154,7 @@ def test_transformation_is_the_union_of_the_accepted_kinds():
         Batch,
         MapTransform,
         RandomMapTransform,
+        transforms.TfRandomMap,
         FilterTransform,
         FlatMapTransform,
     }
@@ -238,34 +239,19 @@ def test_classify_explains_that_map_with_index_is_not_supported(grain_python):
     )
 
 
-def test_classify_explains_that_tf_random_map_is_not_supported(grain_python):
+def test_classify_runs_grains_own_tf_random_map_as_a_random_map(grain_python):
     class TfStyle(pytest.importorskip("grain.transforms").TfRandomMap):
         def np_random_map(self, element, rng):
             return element
 
-        def __repr__(self):
-            return "TfStyle()"
-
-    with pytest.raises(GrainliteTypeError) as caught:
-        classify(TfStyle())
-    assert str(caught.value) == (
-        "DataLoader operations must be transforms, got TfStyle() of type "
-        f"{__name__}.test_classify_explains_that_tf_random_map_is_not_supported.<locals>."
-        "TfStyle: "
-        "TfRandomMap transforms are not supported by grainlite; subclass RandomMapTransform and "
-        "implement random_map(element, rng) instead." + ACCEPTED
-    )
+    assert classify(TfStyle()) == "random_map"
 
 
-def test_classify_rejects_grains_legacy_operations(grain_python):
-    with pytest.raises(GrainliteTypeError) as caught:
-        classify(grain_python.MapOperation(str))
-    assert str(caught.value) == (
-        "DataLoader operations must be transforms, got MapOperation(map_function=<class 'str'>) "
-        "of type grain._src.python.operations.MapOperation: plain functions and legacy "
-        "operations (MapOperation, FilterOperation, ...) are not supported; wrap the function in "
-        "a MapTransform or FilterTransform subclass." + ACCEPTED
-    )
+def test_classify_runs_grains_own_legacy_operations_as_operations(grain_python):
+    # test_legacy.py checks what they produce.
+    assert classify(grain_python.MapOperation(str)) == "operation"
+    assert classify(grain_python.FilterOperation(bool)) == "operation"
+    assert classify(grain_python.BatchOperation(2)) == "batch"  # as Grain: a Batch
 
 
 @pytest.mark.parametrize(
@@ -283,9 +269,9 @@ def test_classify_rejects_grains_legacy_operations(grain_python):
         ),
         (
             CallableWithRepr(),
-            f"got CallableWithRepr() of type {__name__}.CallableWithRepr: plain functions and "
-            "legacy operations (MapOperation, FilterOperation, ...) are not supported; wrap the "
-            "function in a MapTransform or FilterTransform subclass.",
+            f"got CallableWithRepr() of type {__name__}.CallableWithRepr: plain functions are "
+            "not supported; wrap the function in a MapTransform or FilterTransform subclass, or "
+            "in MapOperation(fn) / FilterOperation(fn).",
         ),
         (
             MapAndFilter(),

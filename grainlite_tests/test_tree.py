@@ -1,4 +1,5 @@
-"""The pytree helpers follow JAX's rules: which types are containers, key order, None, prefixes."""
+"""The pytree helpers follow JAX's rules: which types are containers, key order, None, prefixes;
+the order-keeping walk gives every container back as it was."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import collections
 import numpy as np
 import pytest
 
-from grainlite.transforms.tree import (
+from grainlite.tree import (
     StructureMismatch,
     describe,
     format_path,
+    leaves_with_paths,
     map_leaves,
+    map_leaves_keeping_order,
     map_together,
 )
 
@@ -71,6 +74,48 @@ def test_map_leaves_treats_none_as_an_empty_subtree():
 )
 def test_anything_that_is_not_a_registered_container_is_a_leaf(leaf):
     assert map_leaves(lambda value: "leaf", leaf) == "leaf"
+
+
+def test_keeping_order_rebuilds_dicts_and_defaultdicts_in_insertion_order():
+    tree = {"b": 1, "a": collections.defaultdict(list, z=2, y=3)}
+    result = map_leaves_keeping_order(lambda leaf: leaf * 10, tree)
+    assert list(result) == ["b", "a"]
+    assert type(result["a"]) is collections.defaultdict
+    assert result["a"].default_factory is list
+    assert list(result["a"].items()) == [("z", 20), ("y", 30)]
+
+
+def test_keeping_order_with_the_identity_gives_back_the_same_containers():
+    tree = [
+        collections.OrderedDict(b=None, a=(1, Point(2, [3]))),
+        {"y": {"k": 0}, "x": DictSubclass(q=1)},
+    ]
+    result = map_leaves_keeping_order(lambda leaf: leaf, tree)
+    assert result == tree
+    assert type(result[0]) is collections.OrderedDict and list(result[0]) == ["b", "a"]
+    assert type(result[0]["a"][1]) is Point
+    assert list(result[1]) == ["y", "x"]
+    assert result[1]["x"] is tree[1]["x"]  # a dict subclass is a leaf: passed on whole
+
+
+def test_keeping_order_never_passes_none_to_the_leaf_function():
+    calls = []
+    assert map_leaves_keeping_order(calls.append, {"a": None, "b": [None]}) == {
+        "a": None,
+        "b": [None],
+    }
+    assert calls == []
+
+
+def test_leaves_with_paths_lists_every_leaf_with_its_path_in_the_trees_own_order():
+    tree = {"z": [10, None, Point(x=11, y=DictSubclass(a=1))], "a": 12}
+    assert leaves_with_paths(tree) == [
+        (("z", 0), 10),
+        (("z", 2, 0), 11),
+        (("z", 2, 1), DictSubclass(a=1)),
+        (("a",), 12),
+    ]
+    assert leaves_with_paths(5) == [((), 5)]
 
 
 def test_map_together_passes_the_corresponding_leaves_of_every_tree():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +11,10 @@ import pytest
 import grainlite as grain
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.tools import one_batch, show_batch
+from grainlite_tests.pictures import colour_area, dark_pixels, drawn_share, read_png
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Tiles are drawn at 100 dpi in cells of about 2 inches: a drawn image covers thousands of pixels.
+TILE_AREA = 2000
 
 
 class MakeImage(grain.MapTransform):
@@ -43,11 +44,13 @@ def image_loader(
     )
 
 
-def read_png(path: Path) -> np.ndarray:
-    import matplotlib.image
+def solid(colours: list[tuple[int, int, int]]) -> np.ndarray:
+    """One 16x16 ``uint8`` image of each RGB colour, filled with it."""
+    return np.array(colours, np.uint8)[:, None, None, :] * np.ones((1, 16, 16, 1), np.uint8)
 
-    assert path.read_bytes()[:8] == PNG_SIGNATURE
-    return matplotlib.image.imread(path)
+
+# Bright, saturated colours: neither the background, nor title text, nor its grey edges match them.
+COLOURS = [((37 * i) % 150 + 100, (91 * i) % 150 + 100, (53 * i) % 150 + 100) for i in range(1, 17)]
 
 
 def images(n: int = 6, dtype: str = "uint8", channels: int = 3) -> np.ndarray:
@@ -106,8 +109,11 @@ def test_show_batch_draws_a_loaders_first_batch_into_a_png(tmp_path):
     path = show_batch(image_loader(), tmp_path / "batch.png")
     assert path == tmp_path / "batch.png"
     picture = read_png(path)
-    assert picture.ndim == 3 and picture.shape[0] > 100 and picture.shape[1] > 100
-    assert picture[..., :3].std() > 0.05  # something was drawn, not a blank canvas
+    assert picture.shape == (480, 440, 3)  # 2 x 2 cells of 2.2 x 2.4 inches at 100 dpi
+    # Records 0-3 of the first batch, each in its colour (MakeImage); record 4 is not drawn.
+    for colour in [(40, 0, 0), (0, 60, 0), (0, 0, 80), (100, 0, 0)]:
+        assert colour_area(picture, colour) > TILE_AREA, colour
+    assert colour_area(picture, (0, 120, 0)) == 0
 
 
 @pytest.mark.parametrize(
@@ -137,36 +143,49 @@ def test_show_batch_draws_a_loaders_first_batch_into_a_png(tmp_path):
     ],
 )
 def test_show_batch_draws_every_kind_of_image_batch(tmp_path, batch):
-    path = show_batch(batch, tmp_path / "batch.png")
-    assert read_png(path).shape[-1] in (3, 4)
+    picture = read_png(show_batch(batch, tmp_path / "batch.png"))
+    # The images (random pixels) fill a good part of the canvas: it is neither blank nor flat.
+    assert drawn_share(picture) > 0.2
+    assert len(np.unique(picture.reshape(-1, 3), axis=0)) > 2
 
 
 def test_show_batch_guesses_the_first_image_shaped_array_and_the_label_key(tmp_path):
     batch = {
         "features": np.zeros((6, 8), np.float32),  # 2-D: not an image
         "mask": np.zeros((6, 16, 16, 2), np.uint8),  # 2 channels: not an image
-        "image": images(),
+        "image": solid(COLOURS[:6]),
         "label": np.arange(6),
     }
-    assert read_png(show_batch(batch, tmp_path / "guessed.png")).size > 0
+    picture = read_png(show_batch(batch, tmp_path / "guessed.png"))
+    for colour in COLOURS[:6]:
+        assert colour_area(picture, colour) > TILE_AREA, colour
 
 
 def test_show_batch_draws_at_most_max_images(tmp_path):
-    few = read_png(show_batch({"image": images(n=16)}, tmp_path / "few.png", max_images=2))
-    many = read_png(show_batch({"image": images(n=16)}, tmp_path / "many.png", max_images=16))
-    assert few.shape[0] * few.shape[1] < many.shape[0] * many.shape[1]
+    few = read_png(show_batch({"image": solid(COLOURS)}, tmp_path / "few.png", max_images=2))
+    many = read_png(show_batch({"image": solid(COLOURS)}, tmp_path / "many.png", max_images=16))
+    assert [colour_area(few, c) > TILE_AREA for c in COLOURS] == [True] * 2 + [False] * 14
+    assert all(colour_area(many, c) > TILE_AREA for c in COLOURS)
 
 
 def test_show_batch_prints_class_names_beside_integer_labels(tmp_path):
-    batch = {"image": images(n=2), "label": np.array([0, 1])}
-    path = show_batch(batch, tmp_path / "named.png", label_names=["cat", "dog"])
-    assert read_png(path).size > 0
+    batch = {"image": solid(COLOURS[:2]), "label": np.array([0, 1])}
+    named = read_png(show_batch(batch, tmp_path / "named.png", label_names=["cat", "dog"]))
+    plain = read_png(show_batch(batch, tmp_path / "plain.png"))
+    assert all(colour_area(named, c) > TILE_AREA for c in COLOURS[:2])
+    # "cat (0)" and "dog (1)" are longer titles than "0" and "1": more text is drawn.
+    assert dark_pixels(named) > 2 * dark_pixels(plain) > 0
 
 
 def test_show_batch_takes_explicit_keys_and_tuple_positions(tmp_path):
-    batch = {"a": images(), "b": images(channels=1), "y": np.arange(6)}
-    show_batch(batch, tmp_path / "keys.png", image_key="b", label_key="y")
-    show_batch((np.arange(6), images()), tmp_path / "positions.png", image_key=1, label_key=0)
+    grey = np.full((6, 16, 16, 1), 77, np.uint8)
+    batch = {"a": solid(COLOURS[:6]), "b": grey, "y": np.arange(6)}
+    keys = read_png(show_batch(batch, tmp_path / "keys.png", image_key="b", label_key="y"))
+    assert colour_area(keys, (77, 77, 77)) > 6 * TILE_AREA
+    assert not any(colour_area(keys, c) > 0 for c in COLOURS[:6])
+    batch = (np.arange(6), solid(COLOURS[6:12]))
+    positions = read_png(show_batch(batch, tmp_path / "positions.png", image_key=1, label_key=0))
+    assert all(colour_area(positions, c) > TILE_AREA for c in COLOURS[6:12])
 
 
 def test_show_batch_does_not_import_pyplot_and_matplotlib_loads_lazily(tmp_path):

@@ -12,10 +12,11 @@ import time
 
 import numpy as np
 import pytest
+from leak_check import alive
 
 import grainlite as grain
-from grainlite.errors import GrainliteTypeError, WorkerDiedError
-from grainlite.loader import shm
+from grainlite import shm
+from grainlite.errors import WorkerDiedError
 from grainlite_tests.contracts import assert_resumes_at_every_step, run_with_states, to_plain
 from grainlite_tests.grain_peer import Config
 
@@ -23,15 +24,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def _worker_pids(iterator) -> list[int]:
-    return [handle.process.pid for handle in iterator._stream._handles]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return iterator._stream.pids()
 
 
 PARITY_CONFIGS = [
@@ -116,6 +109,13 @@ def test_restore_resumes_at_the_next_element_for_any_worker_count(workers):
     assert_resumes_at_every_step(lambda: config.build("lite"), new_loader_steps=steps)
 
 
+def _shared_memory_mappings() -> set[str]:
+    """The /dev/shm files this process has mapped now (unlinked ones end in "(deleted)")."""
+    with open("/proc/self/maps") as maps:
+        fields = (line.split(maxsplit=5) for line in maps)
+        return {f[5].strip() for f in fields if len(f) == 6 and f[5].startswith("/dev/shm/")}
+
+
 def test_batches_arrive_as_plain_arrays_in_reused_shared_memory():
     loader = grain.DataLoader(
         data_source=grain.RangeDataSource(0, 4096, 1),
@@ -123,19 +123,20 @@ def test_batches_arrive_as_plain_arrays_in_reused_shared_memory():
         operations=[grain.Batch(64)],
         worker_count=2,
     )
+    before = _shared_memory_mappings()
+    batches, most_mapped = 0, 0
     with iter(loader) as iterator:
-        batches = 0
         for batch in iterator:
             assert type(batch) is np.ndarray and batch.shape == (64,)
+            # Workers take turns; worker w's m-th batch holds records w, w + 2, ... from 128 m on.
+            worker, m = batches % 2, batches // 2
+            assert batch.tolist() == list(range(128 * m + worker, 128 * (m + 1), 2))
             batches += 1
-            del batch
-        slabs = (
-            max(len(h.mapper._slabs) for h in iterator._stream._handles)
-            if iterator._stream and iterator._stream._handles
-            else 0
-        )
+            del batch  # the user is done with it: its slab can be written again
+            # Measured while the loader runs: a slab per batch would map 64 segments here.
+            most_mapped = max(most_mapped, len(_shared_memory_mappings() - before))
     assert batches == 64
-    assert slabs <= 8, "slabs are reused once the arrays are dropped"
+    assert 1 <= most_mapped <= 8, f"{most_mapped} segments mapped for 64 batches: no reuse"
 
 
 def test_arrays_kept_by_the_user_stay_valid_after_the_loader_closes():
@@ -175,7 +176,9 @@ def test_a_worker_exception_arrives_with_its_type_message_and_traceback_at_its_p
     assert delivered == [0, 1, 2, 3, 4]
     assert caught.value.args == ("boom at 5",)
     notes = "\n".join(caught.value.__notes__)
-    assert "raised in worker process 1" in notes and "in map" in notes and "boom at 5" in notes
+    assert "raised in worker process 1" in notes and "operations[0] (Explode)" in notes
+    worker_traceback = str(caught.value.__cause__)  # printed above the exception
+    assert "in map" in worker_traceback and "boom at 5" in worker_traceback
 
 
 class ExitAt(grain.MapTransform):
@@ -247,14 +250,50 @@ def test_an_unpicklable_pipeline_is_named_when_the_loader_is_built():
         def map(self, x):
             return x
 
-    with pytest.raises(GrainliteTypeError) as caught:
+    with pytest.raises(TypeError, match=r"cannot pickle '_thread\.lock' object") as caught:
         grain.DataLoader(
             data_source=grain.RangeDataSource(0, 4, 1),
             sampler=grain.IndexSampler(4, grain.NoSharding(), num_epochs=1),
             operations=[HoldsALock()],
             worker_count=1,
         )
-    assert "operations[0]" in str(caught.value) and "cannot be pickled" in str(caught.value)
+    assert "operations[0] (HoldsALock) cannot be pickled" in caught.value.__notes__[-1]
+
+
+class RefusesPickling:
+    """A data source whose pickling raises a ValueError, as one holding a live handle might."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        return index
+
+    def __reduce__(self):
+        raise ValueError("this source stays in its process")
+
+
+def test_an_unpicklable_part_raises_its_own_error_with_a_note_naming_it_as_grain_does():
+    from grainlite_tests.grain_peer import real_grain
+
+    def build(g):
+        return g.DataLoader(
+            data_source=RefusesPickling(),
+            sampler=g.IndexSampler(4, g.NoSharding(), num_epochs=1),
+            worker_count=1,
+        )
+
+    with pytest.raises(ValueError) as theirs:
+        list(build(real_grain))  # Grain raises it at the first read
+    with pytest.raises(ValueError) as ours:
+        build(grain)
+    assert type(ours.value) is type(theirs.value) is ValueError
+    assert str(ours.value) == str(theirs.value) == "this source stays in its process"
+    assert ours.value.__notes__ == [
+        "grainlite: the DataLoader's data_source (RefusesPickling) cannot be pickled for the "
+        "worker processes. Make it picklable with cloudpickle (e.g. open files and locks lazily, "
+        "not in __init__), or use worker_count=0."
+    ]
 
 
 def test_workers_never_take_an_accelerator():
@@ -297,10 +336,10 @@ def test_every_exit_path_leaves_no_process_and_no_shared_memory(how):
             pass
         del iterator
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
         gc.collect()
         time.sleep(0.05)
-    assert not any(_alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
 
 
 def _script(body: str) -> str:
@@ -316,7 +355,7 @@ def _script(body: str) -> str:
         )
         iterator = iter(loader)
         next(iterator)
-        print(" ".join(str(h.process.pid) for h in iterator._stream._handles), flush=True)
+        print(" ".join(str(pid) for pid in iterator._stream.pids()), flush=True)
         """
     ) + textwrap.dedent(body)
 
@@ -335,7 +374,12 @@ def _run_script(body: str, kill: signal.Signals | None) -> tuple[subprocess.Pope
         _, errors = process.communicate()
         raise AssertionError(f"the script printed {line!r}; its stderr:\n{errors}")
     if kill is not None:
-        time.sleep(0.2)
+        # The body prints "ready" once it is where the signal should find it.
+        ready = process.stdout.readline()
+        if ready.strip() != "ready":
+            process.kill()
+            _, errors = process.communicate()
+            raise AssertionError(f"the script printed {ready!r}; its stderr:\n{errors}")
         process.send_signal(kill)
     process.wait(30)
     process.stdout.close()
@@ -347,20 +391,25 @@ def _assert_gone(pids: list[int], owner: int) -> None:
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         leftovers = [n for n in shm.list_segments() if shm.owner_pid(n) == owner]
-        if not any(_alive(p) for p in pids) and not leftovers:
+        if not any(alive(p) for p in pids) and not leftovers:
             return
         time.sleep(0.1)
-    raise AssertionError(f"alive: {[p for p in pids if _alive(p)]}, segments: {leftovers}")
+    raise AssertionError(f"alive: {[p for p in pids if alive(p)]}, segments: {leftovers}")
+
+
+# Bodies that a signal interrupts: each prints "ready" where the signal should find it.
+IDLE = 'print("ready", flush=True)\ntime.sleep(60)\n'
+READING = 'for i, _ in enumerate(iterator):\n    if i == 10:\n        print("ready", flush=True)\n'
 
 
 @pytest.mark.parametrize(
     "body, kill",
     [
         ("sys.exit(0)\n", None),
-        ("time.sleep(60)\n", signal.SIGINT),
-        ("time.sleep(60)\n", signal.SIGTERM),
-        ("time.sleep(60)\n", signal.SIGKILL),
-        ("for _ in iterator: pass\n", signal.SIGINT),
+        (IDLE, signal.SIGINT),
+        (IDLE, signal.SIGTERM),
+        (IDLE, signal.SIGKILL),
+        (READING, signal.SIGINT),
     ],
     ids=[
         "interpreter-exit",
@@ -377,7 +426,7 @@ def test_workers_end_when_the_parent_ends_however_it_ends(body, kill):
 
 def test_stale_segments_of_a_killed_owner_are_found_and_removed():
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    segment = shm.Segment.create(128, "test", owner=victim.pid)
+    segment = shm.Segment.create(128, "test", owner_pid=victim.pid)
     victim.kill()
     victim.wait()
     stale = [s.name for s in shm.stale_segments()]
@@ -387,9 +436,11 @@ def test_stale_segments_of_a_killed_owner_are_found_and_removed():
 
 
 def test_worker_count_none_means_one_worker_per_cpu():
+    from grainlite.loader.cpus import usable_cpu_count
+
     loader = grain.DataLoader(
         data_source=[1, 2],
         sampler=grain.IndexSampler(2, grain.NoSharding(), num_epochs=1),
         worker_count=None,
     )
-    assert loader.multiprocessing_options.num_workers == os.cpu_count()
+    assert loader.multiprocessing_options.num_workers == usable_cpu_count()

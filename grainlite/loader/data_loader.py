@@ -7,12 +7,18 @@ parent merges their outputs round-robin).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from grainlite.errors import GrainliteTypeError, GrainliteValueError, LoaderClosedError
+from grainlite.errors import (
+    GrainliteRuntimeError,
+    GrainliteTypeError,
+    GrainliteValueError,
+    LoaderClosedError,
+)
 from grainlite.loader import state as state_codec
+from grainlite.loader.cpus import usable_cpu_count
+from grainlite.loader.failures import FailedElement, hide_internal_frames
 from grainlite.loader.options import MultiprocessingOptions, ReadOptions
 from grainlite.loader.pipeline import Pipeline
 from grainlite.sampling.sharding import ShardOptions
@@ -22,32 +28,44 @@ from grainlite.transforms.base import classify
 
 def _resolve_worker_count(worker_count: int | None) -> int:
     if worker_count is None:
-        count = os.cpu_count()
-        if count is None:
-            raise GrainliteValueError(
-                "worker_count=None means one worker per CPU, but os.cpu_count() is unknown on "
-                "this machine; pass worker_count=N explicitly."
-            )
-        return count
+        return usable_cpu_count()
     if isinstance(worker_count, bool) or not isinstance(worker_count, int):
         raise GrainliteTypeError(
-            f"worker_count must be an int or None, got {worker_count!r}; pass 0 to run in this "
-            f"process or N >= 1 for N worker processes."
+            f"worker_count must be an int or None, got {type(worker_count).__name__} "
+            f"{worker_count!r}; pass 0 to run in this process, N >= 1 for N worker processes or "
+            f"None for one per usable CPU."
         )
     if worker_count < 0:
         raise GrainliteValueError(
             f"Worker count should be greater than or equal zero. Current worker_count is "
-            f"{worker_count}; pass 0 to run in this process or N >= 1 for N worker processes."
+            f"{worker_count}; pass 0 to run in this process, N >= 1 for N worker processes or "
+            f"None for one per usable CPU."
         )
     return worker_count
+
+
+def _check_worker_buffer_size(worker_buffer_size: object) -> None:
+    if isinstance(worker_buffer_size, bool) or not isinstance(worker_buffer_size, int):
+        raise GrainliteTypeError(
+            f"worker_buffer_size must be an int, got {type(worker_buffer_size).__name__} "
+            f"{worker_buffer_size!r}; pass worker_buffer_size=N with N >= 1 to keep N finished "
+            f"elements ready per worker."
+        )
+    if worker_buffer_size < 0:
+        raise GrainliteValueError(
+            f"Worker buffer size must be greater than or equal zero. Current worker_buffer_size "
+            f"is {worker_buffer_size}; pass worker_buffer_size=N with N >= 1 to keep N finished "
+            f"elements ready per worker (0 works as 1)."
+        )
 
 
 def _resolve_shard_options(shard_options: ShardOptions | None, sampler: Any) -> ShardOptions:
     if shard_options is not None:
         if not isinstance(shard_options, ShardOptions):
             raise GrainliteTypeError(
-                f"shard_options must be a ShardOptions (or NoSharding / ShardByJaxProcess), got "
-                f"{shard_options!r}."
+                f"shard_options must be a ShardOptions, got {type(shard_options).__name__} "
+                f"{shard_options!r}; pass grain.ShardOptions(shard_index=i, shard_count=n), "
+                f"grain.NoSharding() or grain.ShardByJaxProcess(), or None to use the sampler's."
             )
         return shard_options
     inherited = getattr(sampler, "_shard_options", None)
@@ -55,9 +73,9 @@ def _resolve_shard_options(shard_options: ShardOptions | None, sampler: Any) -> 
         return inherited
     raise GrainliteValueError(
         "No shard options were provided to the DataLoader. Please pass shard options to the "
-        "DataLoader: a custom sampler carries no sharding, so pass "
-        "shard_options=grain.NoSharding() (one host) or grain.ShardByJaxProcess() (one shard per "
-        "JAX process)."
+        f"DataLoader: the sampler ({type(sampler).__name__}) carries no sharding (it has no "
+        "_shard_options attribute), so pass shard_options=grain.NoSharding() (one host) or "
+        "grain.ShardByJaxProcess() (one shard per JAX process)."
     )
 
 
@@ -70,14 +88,29 @@ def _check_source(data_source: Any) -> None:
         )
 
 
+def _read_options_error(read_options: object) -> GrainliteTypeError:
+    if isinstance(read_options, dict) and all(
+        isinstance(key, str) and key.isidentifier() for key in read_options
+    ):
+        arguments = ", ".join(f"{key}={value!r}" for key, value in read_options.items())
+        fix = f"pass grain.ReadOptions(**read_options), here grain.ReadOptions({arguments})"
+    else:
+        fix = "pass grain.ReadOptions(num_threads=..., prefetch_buffer_size=...)"
+    return GrainliteTypeError(
+        f"read_options must be a ReadOptions or None, got {type(read_options).__name__} "
+        f"{read_options!r}; {fix}, or None for the defaults."
+    )
+
+
 class DataLoader:
     """Reads records chosen by a sampler from a data source, transforms and batches them.
 
     Every argument is keyword-only, as in Grain. ``worker_count=0`` runs the pipeline in this
-    process; ``worker_count=N`` runs it in N worker processes (``None``: one per CPU), each keeping
-    up to ``worker_buffer_size`` finished elements ready. ``shard_options`` defaults to the
+    process; ``worker_count=N`` runs it in N worker processes (``None``: one per CPU this process
+    may use, see :func:`~grainlite.loader.cpus.usable_cpu_count`), each keeping up to
+    ``worker_buffer_size`` finished elements ready (0 works as 1). ``shard_options`` defaults to the
     sampler's own. ``read_options`` sets the reader threads of each process. ``enable_profiling`` is
-    accepted for compatibility; per-stage timings are always available from the iterator.
+    accepted for compatibility with Grain and does nothing yet.
     """
 
     def __init__(
@@ -93,16 +126,14 @@ class DataLoader:
         enable_profiling: bool = False,
     ) -> None:
         worker_count = _resolve_worker_count(worker_count)
-        if isinstance(worker_buffer_size, bool) or not isinstance(worker_buffer_size, int):
-            raise GrainliteTypeError(
-                f"worker_buffer_size must be an int, got {worker_buffer_size!r}; pass N >= 1."
-            )
-        if worker_buffer_size < 0:
-            raise GrainliteValueError(
-                f"Worker buffer size must be greater than or equal zero. Current "
-                f"worker_buffer_size is {worker_buffer_size}; pass N >= 1."
-            )
+        _check_worker_buffer_size(worker_buffer_size)
         _check_source(data_source)
+        if sampler is None:  # a ValueError, as Grain raises for it
+            raise GrainliteValueError(
+                "sampler is None; the DataLoader needs one to know which records to read: pass "
+                "sampler=grain.IndexSampler(num_records=len(source), shard_options="
+                "grain.NoSharding(), num_epochs=1) or a grain.SequentialSampler."
+            )
         if not hasattr(sampler, "__getitem__"):
             raise GrainliteTypeError(
                 f"sampler must define __getitem__(index) -> RecordMetadata, got "
@@ -111,14 +142,13 @@ class DataLoader:
         if read_options is None:
             read_options = ReadOptions()
         elif not isinstance(read_options, ReadOptions):
-            raise GrainliteTypeError(f"read_options must be a ReadOptions, got {read_options!r}.")
+            raise _read_options_error(read_options)
         operations = tuple(operations)
-        for op in operations:
-            classify(op)  # raises a clear error for anything that is not a transform
+        # Classified once, here: raises a clear error for anything that is not a transform.
+        steps = tuple((classify(op), op) for op in operations)
         shard = _resolve_shard_options(shard_options, sampler)
         self._data_source = data_source
         self._sampler = sampler
-        self._operations = operations
         self._shard_options = shard
         self._read_options = read_options
         self._multiprocessing_options = MultiprocessingOptions(
@@ -129,7 +159,7 @@ class DataLoader:
         self._pipeline = Pipeline(
             source=data_source,
             sampler=sampler,
-            operations=operations,
+            steps=steps,
             shard_index=shard.shard_index,
             shard_count=shard.shard_count,
             read_options=read_options,
@@ -143,7 +173,7 @@ class DataLoader:
             flat_map=self._pipeline.has_flat_map,
         )
         if worker_count > 0:
-            from grainlite.loader.workers import check_picklable
+            from grainlite.engine.parent import check_picklable
 
             check_picklable(self._pipeline)
 
@@ -184,26 +214,41 @@ class DataLoaderIterator(Iterator[Any]):
         )
         self._stream: Any = None
         self._closed = False
+        self._stopped_by: BaseException | None = None  # an error the stream cannot go on after
         if state is not None:
             self.set_state(state)
 
     def _start(self) -> Any:
         if self._layout.worker_count == 0:
             return _InProcessStream(self._pipeline, self._position)
-        from grainlite.loader.workers import WorkerStream
+        from grainlite.engine.parent import WorkerStream
 
         return WorkerStream(self._pipeline, self._layout, self._position, self._loader)
 
     def __next__(self) -> Any:
         stream = self._stream
         if stream is None:
+            if self._stopped_by is not None:
+                raise _stopped_error(self._stopped_by)
             if self._closed:
                 raise LoaderClosedError(
                     "This iterator was closed; call iter(loader) for a new one, or restore a "
                     "saved state into a new iterator with set_state()."
                 )
             stream = self._stream = self._start()
-        return stream.next()
+        try:
+            element = stream.next()
+        except StopIteration:
+            raise
+        except BaseException as error:
+            # A dead worker, a failed read, Ctrl-C: the stream cannot go on. It never ends
+            # silently: every later next() says why, until set_state() moves the iterator.
+            self._stopped_by = error
+            self.close()
+            raise
+        if element.__class__ is FailedElement:  # a transform raised: the stream goes on after it
+            raise hide_internal_frames(element.error)
+        return element
 
     def start_prefetch(self) -> None:
         """Starts reading (and worker processes) before the first ``next()``; idempotent."""
@@ -222,8 +267,7 @@ class DataLoaderIterator(Iterator[Any]):
         Raises CheckpointMismatchError if the state belongs to a loader with another worker
         count, sampler or data source, and GrainliteValueError if it is not a valid state.
         """
-        flat_maps = sum(classify(op) == "flat_map" for op in self._pipeline.operations)
-        position = state_codec.decode(state, self._layout, flat_maps)
+        position = state_codec.decode(state, self._layout, self._pipeline.flat_maps)
         self._position = position
         if self._stream is not None:
             if getattr(self._stream, "alive", False):
@@ -232,6 +276,7 @@ class DataLoaderIterator(Iterator[Any]):
             self._stream.close()
             self._stream = None
         self._closed = False
+        self._stopped_by = None
 
     def close(self) -> None:
         """Stops all background work now and releases its resources. Safe to call twice."""
@@ -254,6 +299,16 @@ class DataLoaderIterator(Iterator[Any]):
 
     def __str__(self) -> str:
         return f"PyGrainDatasetIterator(state={self.get_state().decode()})"
+
+
+def _stopped_error(cause: BaseException) -> GrainliteRuntimeError:
+    error = GrainliteRuntimeError(
+        f"This iterator stopped at an earlier error ({type(cause).__name__}: {cause}) and cannot "
+        f"go on by itself. Call set_state(iterator.get_state()) to go on after the last element "
+        f"it delivered, or iter(loader) to start over."
+    )
+    error.__cause__ = cause
+    return error
 
 
 class _InProcessStream:

@@ -11,13 +11,14 @@ _log = logging.getLogger("grainlite")
 
 
 def _check_count(name: str, value: object) -> None:
+    """Raises unless ``value`` is an int >= 0 (0 switches the reader threads off)."""
+    fix = f"pass {name}=N with N >= 0 (0 reads in the consuming thread, without reader threads)."
     if isinstance(value, bool) or not isinstance(value, int):
         raise GrainliteTypeError(
-            f"{name} must be an int, got {value!r} of type {type(value).__name__}; "
-            f"pass a non-negative integer."
+            f"ReadOptions.{name} must be an int, got {type(value).__name__} {value!r}; {fix}"
         )
     if value < 0:
-        raise GrainliteValueError(f"{name} must be non-negative, got {value}.")
+        raise GrainliteValueError(f"{name} must be non-negative, got {value}; {fix}")
 
 
 @dataclass(slots=True)

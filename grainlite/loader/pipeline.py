@@ -1,17 +1,61 @@
 """One process's pipeline: read, transform, batch. The same code runs in the calling process
 (``worker_count=0``) and in each worker process; only the driver around it differs.
+
+A failed element (a transform raised) takes its element's place and the stream goes on. Its state
+says "go on after it". When the failure overtook elements a Batch still holds, positions alone
+cannot say that (restarting after the failed record would lose the held elements, restarting
+before it would raise again), so the state becomes a :class:`Skipping`: the position of the last
+delivered element plus the failures to drop when they come again. Reading from there makes the
+held elements again and drops those failures, so the stream is the same as if it had not stopped.
+Once an element from a later record is delivered, the state is a plain position again.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.loader.failures import FailedElement
 from grainlite.loader.options import ReadOptions
-from grainlite.loader.reader import RecordReader, WorkerSlice
-from grainlite.loader.stages import Allocator, build_chain, initial_state
-from grainlite.transforms.base import classify
+from grainlite.loader.reader import RecordReader
+from grainlite.loader.stages import Allocator, Held, Steps, build_chain, initial_state
+from grainlite.loader.striding import WorkerSlice
+
+_NO_RNGS = itertools.repeat(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipping:
+    """A position, and the failures to drop when they come again after reading from it.
+
+    Attributes:
+      state: the position of the last delivered element (an int or a FlatMap's nested tuple).
+      skipped: ``(position, state)`` of each failure already delivered in the place of an element
+        that a Batch held back: the worker position of the record it came from, and the failed
+        element's own state, which tells it from other failures of that record.
+    """
+
+    state: Any
+    skipped: tuple[tuple[int, Any], ...]
+
+
+def base_position(state: Any) -> int:
+    """The worker position reading resumes at for ``state`` (the innermost of nested states)."""
+    while state.__class__ is tuple:
+        state = state[0]
+    return int(state)
+
+
+def _with_skipped(state: Any, skipped: set[tuple[int, Any]]) -> Any:
+    """``state`` with the failures of records not yet behind it (``skipped`` is pruned in place)."""
+    base = base_position(state)
+    for entry in [entry for entry in skipped if entry[0] < base]:
+        skipped.discard(entry)
+    if not skipped:
+        return state
+    return Skipping(state, tuple(sorted(skipped, key=lambda entry: (entry[0], repr(entry[1])))))
 
 
 @dataclass(frozen=True)
@@ -21,7 +65,8 @@ class Pipeline:
     Attributes:
       source: the random-access data source.
       sampler: maps a global index to a record key (and rng).
-      operations: the transforms, in order.
+      steps: the transforms in order, each with its kind (see
+        :func:`~grainlite.transforms.base.classify`).
       shard_index: this host's shard.
       shard_count: how many hosts share the stream.
       read_options: reader threads and read-ahead per process.
@@ -29,19 +74,36 @@ class Pipeline:
 
     source: Any
     sampler: Any
-    operations: tuple[Any, ...]
+    steps: Steps
     shard_index: int
     shard_count: int
     read_options: ReadOptions
 
     @property
+    def operations(self) -> tuple[Any, ...]:
+        """The transforms, in order."""
+        return tuple(op for _, op in self.steps)
+
+    @property
+    def flat_maps(self) -> int:
+        """How many FlatMapTransforms there are: each nests the state once, as Grain does."""
+        return sum(kind == "flat_map" for kind, _ in self.steps)
+
+    @property
     def has_flat_map(self) -> bool:
         """True when a FlatMapTransform is present: then states use Grain's nested format."""
-        return any(classify(op) == "flat_map" for op in self.operations)
+        return self.flat_maps > 0
+
+    @property
+    def batches_last(self) -> bool:
+        """True when the last operation is a Batch with the default batch function."""
+        return (
+            bool(self.steps) and self.steps[-1][0] == "batch" and self.steps[-1][1].batch_fn is None
+        )
 
     def initial_state(self) -> Any:
         """One worker's state before it has read anything."""
-        return initial_state(self.operations)
+        return initial_state(self.steps)
 
     def worker_slice(self, worker: int, workers: int) -> WorkerSlice:
         """The global indices worker ``worker`` of ``workers`` (>= 1) reads on this host."""
@@ -53,36 +115,70 @@ class Pipeline:
         """Yields ``(element, state after it)`` for worker ``worker`` of ``workers`` from ``start``.
 
         ``start`` is a state as yielded before (or :meth:`initial_state`); iteration resumes right
-        after the element that state was yielded with.
+        after the element that state was yielded with. An element may be a
+        :class:`~grainlite.loader.failures.FailedElement`; the stream goes on after it.
         """
-        head, sink, base = build_chain(self.operations, start, allocate)
+        skipped: set[tuple[int, Any]] = set()
+        if isinstance(start, Skipping):
+            start, skipped = start.state, set(start.skipped)
+        head, sink, base = build_chain(self.steps, start, allocate)
         reader = RecordReader(
             self.sampler, self.source, self.worker_slice(worker, workers), base, self.read_options
         )
         out = sink.out
         push = head.push
         count = base
+        delivered: Any = start  # the state of the last element given out
         try:
             # Elements leave as soon as they are made: the first one is not held back by the
             # rest of its chunk, and an error raised by a record arrives after every element
             # made before it.
             for rngs, data in reader:
-                if rngs is None:
-                    for value in data:
-                        count += 1
-                        push(value, None, count)
-                        if out:
-                            yield from out
-                            out.clear()
-                else:
-                    for value, rng in zip(data, rngs):
-                        count += 1
-                        push(value, rng, count)
-                        if out:
-                            yield from out
-                            out.clear()
+                for value, rng in zip(data, _NO_RNGS if rngs is None else rngs):
+                    count += 1
+                    push(value, rng, count)
+                    if out:
+                        for element, state in out:
+                            if element.__class__ is FailedElement:
+                                self._name_record(element.error, worker, workers, count - 1)
+                            if state.__class__ is Held or skipped:
+                                entry = (
+                                    (count - 1, state.state) if state.__class__ is Held else None
+                                )
+                                if entry in skipped:
+                                    continue  # delivered before the state this run started from
+                                state = _final_state(state, entry, skipped, delivered)
+                            delivered = state.state if state.__class__ is Skipping else state
+                            yield element, state
+                        out.clear()
             head.flush(count)
-            yield from out
+            for element, state in out:
+                if skipped:
+                    state = _with_skipped(state, skipped)
+                yield element, state
             out.clear()
         finally:
             reader.close()
+
+    def _name_record(self, error: BaseException, worker: int, workers: int, position: int) -> None:
+        """Adds a note naming the record a failed element came from."""
+        index = self.worker_slice(worker, workers).index(position)
+        try:
+            key = f", record key {self.sampler[index].record_key}"
+        except Exception:  # a custom sampler that cannot say: the index alone
+            key = ""
+        error.add_note(f"grainlite: the record being processed was sampler index {index}{key}.")
+
+
+def _final_state(
+    state: Any, entry: tuple[int, Any] | None, skipped: set[tuple[int, Any]], delivered: Any
+) -> Any:
+    """The state an output leaves the pipeline with when failures are about (see the module doc).
+
+    ``entry`` names a failure that overtook held elements (None for any other output);
+    ``delivered`` is the position of the last element given out before.
+    """
+    if entry is None:
+        return _with_skipped(state, skipped)
+    skipped.add(entry)
+    return _with_skipped(delivered, skipped)

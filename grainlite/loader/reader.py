@@ -1,10 +1,11 @@
 """The read stage of one process: sampler keys and source reads for a worker's positions, in order.
 
-A worker reads the global sampler indices ``first, first + stride, first + 2*stride, ...`` below the
-sampler's length (see :class:`WorkerSlice`). Reads happen in chunks: record keys for a whole chunk
-come from one vectorized sampler call where the sampler offers ``record_keys``, and the source is
-read with one ``__getitems__`` call where it has one. With reader threads, several chunks are read
-ahead in parallel and handed over in submission order, so the order never depends on timing.
+A worker reads the global sampler indices of its :class:`~grainlite.loader.striding.WorkerSlice`,
+position by position, below the sampler's length. Reads happen in chunks: record keys for a whole
+chunk come from one vectorized sampler call where the sampler offers ``record_keys``, and the
+source is read with one ``__getitems__`` call where it has one. With reader threads, several chunks
+are read ahead in parallel and handed over in submission order, so the order never depends on
+timing.
 
 Reader threads only pay off when reads are slow (network, cold disks) and a large part of the
 work: for a fast source (a list, a range, memory, a local ArrayRecord file) handing chunks between
@@ -22,12 +23,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from grainlite.loader.options import ReadOptions
+from grainlite.loader.striding import WorkerSlice
 
 _MAX_CHUNK = 256
 _FIRST_CHUNK = 8
@@ -39,35 +40,6 @@ _THREADED_READ_SHARE = 0.25
 # read also opens files and warms caches). The decision takes medians over chunks, so one stall
 # of a busy machine does not send a fast source to threads.
 _CHUNKS_TO_TIME = 5
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSlice:
-    """The global sampler indices one worker reads: ``first + stride * m`` while below ``end``.
-
-    ``end`` is the sampler's length, or None when the sampler has no ``__len__`` (then the stream
-    ends at the first index for which the sampler raises IndexError).
-    """
-
-    first: int
-    stride: int
-    end: int | None
-
-    @classmethod
-    def of(cls, sampler: Any, shard_index: int, shard_count: int, worker: int, workers: int):
-        """The slice of worker ``worker`` of ``workers`` on host ``shard_index``."""
-        end = len(sampler) if hasattr(sampler, "__len__") else None
-        return cls(shard_index + shard_count * worker, shard_count * workers, end)
-
-    def index(self, position: int) -> int:
-        """The global sampler index of this worker's ``position``-th read."""
-        return self.first + self.stride * position
-
-    def positions(self) -> int | None:
-        """How many positions this worker reads, or None if unknown (no sampler length)."""
-        if self.end is None:
-            return None
-        return max(0, -(-(self.end - self.first) // self.stride))
 
 
 # One chunk: (rng seeds or rng objects per record, or None when no record has an rng; the data).
@@ -94,7 +66,7 @@ def _make_chunk_reader(
         seed = sampler.seed
 
         def read(m0: int, m1: int) -> Chunk:
-            indices = worker.first + worker.stride * np.arange(m0, m1, dtype=np.int64)
+            indices = worker.indices(m0, m1)
             keys = np.asarray(record_keys(indices), dtype=np.int64)
             seeds = None if seed is None else (indices + seed).tolist()
             return seeds, read_data(keys)
@@ -105,7 +77,7 @@ def _make_chunk_reader(
         rngs, keys = [], []
         for m in range(m0, m1):
             try:
-                metadata = sampler[worker.first + worker.stride * m]
+                metadata = sampler[worker.index(m)]
             except IndexError:
                 break
             rngs.append(metadata.rng)

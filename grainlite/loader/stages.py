@@ -4,23 +4,34 @@ Pushing (instead of chaining generators) costs one method call per stage and rec
 output carry the iterator state *after* it was produced, which is what a checkpoint stores.
 
 Each ``push(data, rng, state)`` receives:
+  * ``data``: the element, or a :class:`~grainlite.loader.failures.FailedElement` when an earlier
+    stage raised for it; stages pass a failed element on untouched, in the element's place;
   * ``rng``: the record's random generator, or the int key it will be made from (made only when a
     RandomMapTransform asks, then passed on so later transforms see the same, advanced generator),
     or None when the sampler has no seed;
   * ``state``: the position after this record: an int (sampler positions consumed) or, below a
-    FlatMapTransform, ``(state before the input was fetched, outputs taken from it)``.
+    FlatMapTransform, ``(state before the input was fetched, outputs taken from it)``. A failed
+    element that passes a Batch holding earlier elements carries :class:`Held` around its state
+    instead: those elements are not delivered yet, so no position after the failed one describes
+    the stream (the pipeline then lists the failure as one to drop when it comes again, see
+    :class:`~grainlite.loader.pipeline.Skipping`).
 ``flush(state)`` ends the stream (a partial batch goes out) with the final state.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from grainlite.transforms.base import classify
+from grainlite.loader.failures import FailedElement, describe_operation, fail
+from grainlite.sampling.records import Record, RecordMetadata
+from grainlite.transforms.base import Kind
 from grainlite.transforms.batch import make_batch
+from grainlite.transforms.custom_operation import OperationRunner, custom_output
+from grainlite.transforms.legacy import BatchOperation, stack_or_type_error
 
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
@@ -30,8 +41,17 @@ def make_rng(key: int) -> np.random.Generator:
     return np.random.Generator(np.random.Philox(key=key))
 
 
-def _annotate(error: BaseException, op: Any) -> None:
-    error.add_note(f"grainlite: raised by the transform {op!r}.")
+class Held:
+    """The state of a failed element that overtook elements a Batch still holds."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: Any) -> None:
+        self.state = state  # the failed element's own state: it names the failure
+
+
+Steps = tuple[tuple[Kind, Any], ...]
+"""The operations, each with its kind, classified once when the loader is built."""
 
 
 class Sink:
@@ -50,9 +70,9 @@ class Sink:
 
 
 class _Stage:
-    __slots__ = ("next", "op")
+    __slots__ = ("name", "next")
     next: Any
-    op: Any
+    name: str  # how errors name this stage, e.g. "the transform operations[1] (Decode)"
 
     def flush(self, state: Any) -> None:
         self.next.flush(state)
@@ -63,11 +83,11 @@ class MapStage(_Stage):
     fn: Callable[..., Any]
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
-        try:
-            data = self.fn(data)
-        except Exception as error:
-            _annotate(error, self.op)
-            raise
+        if data.__class__ is not FailedElement:
+            try:
+                data = self.fn(data)
+            except Exception as error:
+                data = fail(error, self.name)
         self.next.push(data, rng, state)
 
 
@@ -76,13 +96,13 @@ class RandomMapStage(_Stage):
     fn: Callable[..., Any]
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
-        if rng.__class__ is int:
-            rng = make_rng(rng)
-        try:
-            data = self.fn(data, rng)
-        except Exception as error:
-            _annotate(error, self.op)
-            raise
+        if data.__class__ is not FailedElement:
+            if rng.__class__ is int:
+                rng = make_rng(rng)
+            try:
+                data = self.fn(data, rng)
+            except Exception as error:
+                data = fail(error, self.name)
         self.next.push(data, rng, state)
 
 
@@ -91,13 +111,13 @@ class FilterStage(_Stage):
     fn: Callable[..., Any]
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
-        try:
-            keep = self.fn(data)
-        except Exception as error:
-            _annotate(error, self.op)
-            raise
-        if keep:
-            self.next.push(data, rng, state)
+        if data.__class__ is not FailedElement:
+            try:
+                if not self.fn(data):
+                    return
+            except Exception as error:
+                data = fail(error, self.name)
+        self.next.push(data, rng, state)
 
 
 class BatchStage(_Stage):
@@ -111,6 +131,11 @@ class BatchStage(_Stage):
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
         buffer = self.buffer
+        if data.__class__ is FailedElement:  # goes on alone; the batch keeps filling after it
+            if buffer and state.__class__ is not Held:
+                state = Held(state)
+            self.next.push(data, rng, state)
+            return
         buffer.append(data)
         if len(buffer) == self.size:
             self.buffer = []
@@ -123,9 +148,8 @@ class BatchStage(_Stage):
             if self.fn is not None:
                 return self.fn(values)
             return make_batch(values, self.allocate)
-        except Exception as error:
-            _annotate(error, self.op)
-            raise
+        except Exception as error:  # the whole batch failed: the error takes its place
+            return fail(error, self.name)
 
     def flush(self, state: Any) -> None:
         if self.buffer and not self.drop_remainder:
@@ -149,12 +173,19 @@ class FlatMapStage(_Stage):
     skip: int
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
+        if data.__class__ is not FailedElement:
+            try:
+                outputs = list(self.fn(data))
+            except Exception as error:
+                data = fail(error, self.name)
+        if data.__class__ is FailedElement:  # the input is consumed: go on after it
+            if state.__class__ is Held:  # a Batch upstream holds elements: pass it on as it is
+                self.next.push(data, None, state)
+                return
+            self.previous, self.skip, self.last_count = state, 0, 0
+            self.next.push(data, None, (state, 0))
+            return
         before, self.previous = self.previous, state
-        try:
-            outputs = list(self.fn(data))
-        except Exception as error:
-            _annotate(error, self.op)
-            raise
         start, self.skip = self.skip, 0
         self.last_count = len(outputs)
         push = self.next.push
@@ -167,47 +198,94 @@ class FlatMapStage(_Stage):
         self.next.flush((self.previous, self.last_count))
 
 
-def initial_state(operations: tuple[Any, ...], base: int = 0) -> Any:
+class OperationStage(_Stage):
+    """A custom legacy Operation (records in, records out), run by an
+    :class:`~grainlite.transforms.custom_operation.OperationRunner`.
+
+    Each output carries the state after the last record the operation took, as Grain's do; an
+    exception ends the operation's iterator, takes the place of an element, and the next record
+    starts the operation afresh. Records carry the rng; index and record_key are None.
+    """
+
+    __slots__ = ("op", "runner")
+    op: Any
+    runner: OperationRunner | None
+
+    def push(self, data: Any, rng: Any, state: Any) -> None:
+        if data.__class__ is FailedElement:
+            self.next.push(data, rng, state)
+            return
+        if rng.__class__ is int:
+            rng = make_rng(rng)
+        if self.runner is None:
+            self.runner = OperationRunner(self.op)
+            self._emit(self.runner.pending, self.runner.error, state)
+        metadata = RecordMetadata(None, None, rng)  # type: ignore[arg-type]  # index unknown here
+        self._emit(*self.runner.feed(Record(metadata, data)), state)
+
+    def _emit(self, outputs: list[Any], error: BaseException | None, state: Any) -> None:
+        push = self.next.push
+        for output in outputs:
+            try:
+                data, rng = custom_output(output, self.op)
+            except Exception as failure:
+                data, rng = fail(failure, self.name), None
+            push(data, rng, state)
+        if error is not None:
+            self.runner = None  # the operation's iterator is over: the next record restarts it
+            push(fail(error, self.name), None, state)
+
+    def flush(self, state: Any) -> None:
+        if self.runner is not None:
+            runner, self.runner = self.runner, None
+            self._emit(*runner.finish(), state)
+        self.next.flush(state)
+
+
+def initial_state(steps: Steps, base: int = 0) -> Any:
     """The state before anything was read: ``base`` wrapped once per FlatMapTransform."""
     state: Any = base
-    for op in operations:
-        if classify(op) == "flat_map":
+    for kind, _ in steps:
+        if kind == "flat_map":
             state = (state, 0)
     return state
 
 
 def build_chain(
-    operations: tuple[Any, ...], start: Any, allocate: Allocator | None = None
+    steps: Steps, start: Any, allocate: Allocator | None = None
 ) -> tuple[Any, Sink, int]:
-    """Builds the push chain for ``operations`` resuming at ``start``.
+    """Builds the push chain for the classified operations ``steps`` resuming at ``start``.
 
     Returns the head stage, the sink that collects outputs, and the base position (sampler
     positions already consumed) where reading resumes. ``allocate``, if given, is used by a Batch
     that is the last operation to write the batch straight into (shared) memory.
     """
     # Unwrap the nested FlatMap states from the outside in: the outermost FlatMap is the last one.
-    kinds = [classify(op) for op in operations]
     resume: dict[int, tuple[Any, int]] = {}
     state = start
-    for position in range(len(operations) - 1, -1, -1):
-        if kinds[position] == "flat_map":
+    for position in range(len(steps) - 1, -1, -1):
+        if steps[position][0] == "flat_map":
             state, taken = state
             resume[position] = (state, taken)
     base = state
     sink = Sink()
     downstream: Any = sink
-    for position in range(len(operations) - 1, -1, -1):
-        op, kind = operations[position], kinds[position]
+    for position in range(len(steps) - 1, -1, -1):
+        kind, op = steps[position]
         stage: Any
         if kind == "map":
             stage = MapStage()
             stage.fn = op.map
         elif kind == "random_map":
             stage = RandomMapStage()
-            stage.fn = op.random_map
+            # Grain's own TfRandomMap classes name the method np_random_map.
+            stage.fn = op.random_map if hasattr(op, "random_map") else op.np_random_map
         elif kind == "filter":
             stage = FilterStage()
             stage.fn = op.filter
+        elif kind == "operation":
+            stage = OperationStage()
+            stage.op, stage.runner = op, None
         elif kind == "flat_map":
             stage = FlatMapStage()
             stage.fn = op.flat_map
@@ -221,8 +299,10 @@ def build_chain(
                 op.batch_fn,
             )
             stage.buffer, stage.last_rng = [], None
-            last = position == len(operations) - 1
+            last = position == len(steps) - 1
             stage.allocate = allocate if last else None
-        stage.op, stage.next = op, downstream
+            if stage.fn is None and isinstance(op, BatchOperation):  # TypeError on a mismatch
+                stage.fn = functools.partial(stack_or_type_error, allocate=stage.allocate)
+        stage.name, stage.next = describe_operation(position, op), downstream
         downstream = stage
     return downstream, sink, base

@@ -15,9 +15,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from grainlite.errors import CheckpointMismatchError, GrainliteValueError
+from grainlite.errors import CheckpointMismatchError, GrainliteValueError, StateNotJSONError
+from grainlite.loader.pipeline import Skipping, base_position
+from grainlite.loader.striding import WorkerSlice
 
 VERSION = 2
+# grainlite's one addition to Grain's fields: the sampler indices of records whose element failed
+# (its error was delivered in its place) while a Batch still held earlier elements, so the
+# position alone cannot say "go on after it"; below a FlatMap each comes with the failed element's
+# state. Present only then; Grain ignores it.
+SKIPPED_FIELD = "grainlite_skipped_indices"
 
 
 @dataclass(frozen=True)
@@ -36,12 +43,9 @@ class Layout:
         """Streams per host: the worker count, or 1 for the in-process loader."""
         return max(self.worker_count, 1)
 
-    def first_index(self, worker: int) -> int:
-        return self.shard_index + self.shard_count * worker
-
-    @property
-    def stride(self) -> int:
-        return self.workers * self.shard_count
+    def worker_slice(self, worker: int) -> WorkerSlice:
+        """The global indices that worker ``worker`` of this host reads."""
+        return WorkerSlice.striding(self.shard_index, self.shard_count, worker, self.workers)
 
 
 @dataclass
@@ -62,10 +66,12 @@ def _nested_to_json(state: Any) -> dict[str, Any]:
 
 def encode(position: IteratorPosition, layout: Layout) -> bytes:
     """The state as Grain writes it: ``json.dumps(..., indent=4)`` encoded as UTF-8."""
+    states = [s.state if isinstance(s, Skipping) else s for s in position.states]
+    document: dict[str, Any]
     if layout.flat_map:
-        nested = [_nested_to_json(s) for s in position.states]
+        nested = [_nested_to_json(s) for s in states]
         if layout.worker_count == 0:
-            document: dict[str, Any] = nested[0]
+            document = nested[0]
         else:
             document = {
                 "next_index_in_cycle": position.next_worker,
@@ -75,20 +81,34 @@ def encode(position: IteratorPosition, layout: Layout) -> bytes:
                 "exhausted": [int(e) for e in position.exhausted],
                 "future_states": {},
             }
-        return json.dumps(document, indent=4).encode()
-    last_seen = {
-        str(w): layout.first_index(w) + (count - 1) * layout.stride
-        for w, count in enumerate(position.states)
-    }
-    document = {
-        "version": VERSION,
-        "last_seen_indices": last_seen,
-        "last_worker_index": position.next_worker - 1 if layout.worker_count else -1,
-        "worker_count": layout.worker_count,
-        "sampler": layout.sampler_repr,
-        "data_source": layout.source_repr,
-    }
+    else:
+        # A worker that delivered nothing stores the index before its first (as Grain does).
+        last_seen = {str(w): layout.worker_slice(w).index(s - 1) for w, s in enumerate(states)}
+        document = {
+            "version": VERSION,
+            "last_seen_indices": last_seen,
+            "last_worker_index": position.next_worker - 1 if layout.worker_count else -1,
+            "worker_count": layout.worker_count,
+            "sampler": layout.sampler_repr,
+            "data_source": layout.source_repr,
+        }
+    skipped = _skipped_to_json(position, layout)
+    if skipped:  # only after a failed element that overtook elements a Batch still held
+        document[SKIPPED_FIELD] = skipped
     return json.dumps(document, indent=4).encode()
+
+
+def _skipped_to_json(position: IteratorPosition, layout: Layout) -> list[Any]:
+    """The failures to drop after a restore: sampler indices, with their states below a FlatMap."""
+    entries: list[tuple[int, Any]] = []
+    for w, state in enumerate(position.states):
+        if isinstance(state, Skipping):
+            worker = layout.worker_slice(w)
+            entries += [(worker.index(p), key) for p, key in state.skipped]
+    entries.sort(key=lambda entry: (entry[0], repr(entry[1])))
+    if not layout.flat_map:  # the failed element's state is always its record's position + 1
+        return [index for index, _ in entries]
+    return [[index, _nested_to_json(key)] for index, key in entries]
 
 
 def _bad(what: str) -> GrainliteValueError:
@@ -109,7 +129,8 @@ def _load(state: bytes | str) -> Any:
     try:
         return json.loads(state)
     except json.JSONDecodeError as error:
-        raise _bad(f"it is not valid JSON ({error})") from None
+        message = str(_bad(f"it is not valid JSON ({error})"))
+        raise StateNotJSONError(message, error) from None
 
 
 def _int(value: Any, where: str) -> int:
@@ -174,7 +195,13 @@ def decode(state: bytes | str, layout: Layout, flat_maps: int = 0) -> IteratorPo
     """Parses and validates a state for this loader; raises with what differs and how to fix it."""
     document = _load(state)
     if layout.flat_map:
-        return _decode_nested(document, layout, flat_maps)
+        extra = {}
+        if isinstance(document, dict) and SKIPPED_FIELD in document:
+            document = dict(document)
+            extra[SKIPPED_FIELD] = document.pop(SKIPPED_FIELD)
+        position = _decode_nested(document, layout, flat_maps)
+        _add_skipped(extra, position.states, layout)
+        return position
     if not isinstance(document, dict):
         raise _bad(f"expected a JSON object, got {type(document).__name__}")
     if "iterators_in_use_states" in document or "parent" in document:
@@ -205,18 +232,44 @@ def decode(state: bytes | str, layout: Layout, flat_maps: int = 0) -> IteratorPo
         raise _bad(f"last_seen_indices must have the keys {expected_keys}, got {seen!r}")
     states = []
     for w in range(layout.workers):
-        offset = _int(seen[str(w)], f"last_seen_indices[{w!r}]") - layout.first_index(w)
-        if offset % layout.stride or offset < -layout.stride:
+        worker = layout.worker_slice(w)
+        last_read = worker.position(_int(seen[str(w)], f"last_seen_indices[{w!r}]"))
+        if last_read is None or last_read < -1:
             raise _bad(
                 f"last_seen_indices[{str(w)!r}]={seen[str(w)]} is not an index worker {w} reads "
-                f"(those are {layout.first_index(w)} + {layout.stride}*k on this shard)"
+                f"(those are {worker.first} + {worker.stride}*k on this shard)"
             )
-        states.append(offset // layout.stride + 1)
+        states.append(last_read + 1)
+    _add_skipped(document, states, layout)
     last = _int(document["last_worker_index"], "last_worker_index")
     if not -1 <= last < layout.workers:
         raise _bad(f"last_worker_index must be in [-1, {layout.workers - 1}], got {last}")
     next_worker = (last + 1) % layout.workers if layout.worker_count else 0
     return IteratorPosition(states, next_worker, [False] * layout.workers)
+
+
+def _add_skipped(document: dict[str, Any], states: list[Any], layout: Layout) -> None:
+    """Turns the states of the workers with failures to drop into Skipping states."""
+    raw = document.get(SKIPPED_FIELD, [])
+    if not isinstance(raw, list):
+        raise _bad(f"{SKIPPED_FIELD} must be a list, got {raw!r}")
+    per_worker: dict[int, list[tuple[int, Any]]] = {}
+    for item in raw:
+        if layout.flat_map:
+            if not isinstance(item, list) or len(item) != 2:
+                raise _bad(f"{SKIPPED_FIELD} entries must be [index, state], got {item!r}")
+            index, key = _int(item[0], SKIPPED_FIELD), _nested_from_json(item[1], SKIPPED_FIELD)
+        else:
+            index, key = _int(item, SKIPPED_FIELD), None
+        for w in range(layout.workers):
+            p = layout.worker_slice(w).position(index)
+            if p is not None and p >= base_position(states[w]):
+                per_worker.setdefault(w, []).append((p, p + 1 if key is None else key))
+                break
+        else:
+            raise _bad(f"{SKIPPED_FIELD} holds {index}, which no worker reads after its position")
+    for w, entries in per_worker.items():
+        states[w] = Skipping(states[w], tuple(entries))
 
 
 def _check_identity(document: dict[str, Any], layout: Layout) -> None:

@@ -22,6 +22,8 @@ from grainlite.sampling.records import RecordMetadata
 from grainlite.sampling.sharding import NoSharding, ShardOptions, even_split
 
 _UINT32 = 2**32
+# What to pass instead of a bad num_epochs (after "pass " or "Pass ").
+_EPOCHS_FIX = "num_epochs=N with N >= 1 for N passes over the data, or None for an endless stream."
 # The default shard options: one immutable instance, shown as `NoSharding(...)` in signatures.
 _NO_SHARDING = NoSharding()
 
@@ -47,7 +49,8 @@ def _check_num_records(owner: str, num_records: Any) -> int:
     if num_records <= 0:
         raise GrainliteValueError(
             f"Invalid number of records in Sampler. Got {num_records} records, but number of "
-            "records must be greater than 0. A sampler needs a non-empty data source."
+            "records must be greater than 0. A sampler needs a non-empty data source: check that "
+            "the data source has records and pass num_records=len(data_source)."
         )
     return int(num_records)
 
@@ -62,20 +65,36 @@ def _check_shard_options(owner: str, shard_options: Any) -> ShardOptions:
 
 
 def _check_index(sampler: Any, index: Any, length: int) -> int:
-    """``index`` as an int in ``[0, length)``, else Grain's IndexError (or a TypeError)."""
+    """``index`` as an int in ``[0, length)``, else an IndexError (or a TypeError) with the fix."""
+    name = type(sampler).__name__
     try:
         position = operator.index(index)
     except TypeError:
         raise GrainliteTypeError(
-            f"{type(sampler).__name__} index must be an int, got {type(index).__name__} {index!r}."
+            f"{name} index must be an int, got {type(index).__name__} {index!r}; pass an int "
+            f"in [0, {length}), e.g. sampler[int(index)]."
         ) from None
     if not 0 <= position < length:
+        # Grain's text says "should be in [0, N]" although N itself is out of range: not kept.
+        fix = (
+            "negative indices do not count from the end: pass len(sampler) - k for the k-th "
+            "from the end"
+            if position < 0
+            else sampler._longer_stream_hint()
+        )
         raise IndexError(
-            f"RecordMetadata object index is out of bounds; Got index {position}, allowed indices "
-            f"should be in [0, {length}] (the end is excluded: valid indices are "
-            f"0 <= index < {length})."
+            f"{name} index {position} is out of range: indices must be in [0, {length}) "
+            f"(0 <= index < len(sampler)); {fix}."
         )
     return position
+
+
+def _seed_type_error(seed: Any, rule: str) -> GrainliteTypeError:
+    """Grain's TypeError text for a seed that is not a Python int, with the value and the fix."""
+    return GrainliteTypeError(
+        f"Expected seed of int type. Got seed with type {type(seed)}: {seed!r}; pass {rule} as "
+        "a Python int (int(seed) converts a numpy integer)."
+    )
 
 
 def _make_rng(seed: int | None, index: int) -> np.random.Generator | None:
@@ -108,6 +127,10 @@ class _KeyedSampler:
         """The record keys of global indices, all in ``[0, len)``, as an int64 array."""
         raise NotImplementedError
 
+    def _longer_stream_hint(self) -> str:
+        """What to do about an index past the end: the fix in the IndexError."""
+        raise NotImplementedError
+
     def __getitem__(self, index: int) -> RecordMetadata:
         """The metadata of global index ``index``; IndexError outside ``[0, len)``."""
         position = _check_index(self, index, self._length)
@@ -138,12 +161,12 @@ class SequentialSampler(_KeyedSampler):
         self._num_records = _check_num_records("SequentialSampler", num_records)
         self._shard_options = _check_shard_options("SequentialSampler", shard_options)
         if seed is not None and not isinstance(seed, int):
-            raise GrainliteTypeError(
-                f"Expected seed of int type. Got seed with type {type(seed)}; pass a Python int."
-            )
+            raise _seed_type_error(seed, "an int >= 0")
         if seed is not None and seed < 0:
+            # Grain accepts it and fails at the first record, in numpy's Philox.
             raise GrainliteValueError(
-                f"SequentialSampler: seed must be a non-negative int or None, got {seed}."
+                f"SequentialSampler: seed must be a non-negative int or None, got {seed}; pass "
+                f"an int >= 0 (e.g. seed % 2**32), or None for records without a generator."
             )
         self._seed = seed
         count = shard_options.shard_count
@@ -155,6 +178,9 @@ class SequentialSampler(_KeyedSampler):
     def record_keys(self, indices: np.ndarray) -> np.ndarray:
         """The record keys of global indices in ``[0, len)``: the indices themselves, as int64."""
         return np.array(indices, dtype=np.int64)
+
+    def _longer_stream_hint(self) -> str:
+        return "for N passes over the data use IndexSampler(num_records, num_epochs=N)"
 
     def __repr__(self) -> str:
         return (
@@ -194,13 +220,13 @@ class IndexSampler(_KeyedSampler):
             if not isinstance(num_epochs, numbers.Integral):
                 raise GrainliteTypeError(
                     f"IndexSampler: num_epochs must be an int or None, got "
-                    f"{type(num_epochs).__name__} {num_epochs!r}."
+                    f"{type(num_epochs).__name__} {num_epochs!r}; pass {_EPOCHS_FIX}"
                 )
             if num_epochs <= 0:
                 raise GrainliteValueError(
                     "Invalid number of epochs in Index Sampler."
                     f"Got {num_epochs} epochs, but number of epochs must be greater than 0. "
-                    "Pass num_epochs=None for an endless stream."
+                    f"Pass {_EPOCHS_FIX}"
                 )
             num_epochs = int(num_epochs)
         if shuffle and seed is None:
@@ -209,10 +235,7 @@ class IndexSampler(_KeyedSampler):
             )
         if seed is not None:
             if not isinstance(seed, int):
-                raise GrainliteTypeError(
-                    f"Expected seed of int type. Got seed with type {type(seed)}; "
-                    "pass a Python int."
-                )
+                raise _seed_type_error(seed, "an int in [0, 2**32 - 1]")
             if seed < 0 or seed.bit_length() > 32:
                 raise GrainliteValueError(
                     f"Seed should be positive 32-bit integer. Got {seed}; pass an int in "
@@ -233,9 +256,14 @@ class IndexSampler(_KeyedSampler):
         return GrainliteValueError(
             f"IndexSampler: shard {options.shard_index} of {options.shard_count} gets no records, "
             f"because num_records={self._num_records} is smaller than "
-            f"shard_count={options.shard_count}. Use at most {self._num_records} shards or more "
-            "records."
+            f"shard_count={options.shard_count}. Use at most {self._num_records} "
+            f"shard{'s' if self._num_records > 1 else ''} or more records."
         )
+
+    def _longer_stream_hint(self) -> str:
+        if self._num_epochs is None:
+            return "this endless stream (num_epochs=None) ends at sys.maxsize"
+        return f"for a longer stream pass num_epochs above {self._num_epochs}, or None (endless)"
 
     def _compute_length(self) -> int:
         if self._num_epochs is None:

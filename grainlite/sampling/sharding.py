@@ -49,8 +49,9 @@ class ShardOptions:
         if self.shard_index < 0 or self.shard_index >= self.shard_count:
             raise GrainliteValueError(
                 "Shard shard_index must be in [0, shard_count - 1], shard_count was "
-                f"{self.shard_count} and shard_index was {self.shard_index}. "
-                "Shard indices count from 0, e.g. jax.process_index()."
+                f"{self.shard_count} and shard_index was {self.shard_index}. Pass a "
+                f"shard_index from 0 to {self.shard_count - 1}: shard indices count from 0, as "
+                "jax.process_index() does."
             )
 
 

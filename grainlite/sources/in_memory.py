@@ -10,7 +10,9 @@ Lifetime: the process that creates the source owns the segment. ``close()``, gar
 of the owner's object and interpreter exit unmap it and remove its name; copies attached in other
 processes only unmap. No handler runs when the owner is killed with SIGKILL: the segment name
 carries the owner's pid, so ``grainlite.remove_stale_segments()`` (run at loader start) removes
-such leftovers.
+such leftovers. A name the user chose (``InMemoryDataSource(elements, name="...")``) carries no
+pid: only closing the source removes it, so a killed owner leaves it behind until someone calls
+``InMemoryDataSource(name="...").unlink()`` (or the machine restarts).
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ import hashlib
 import operator
 import os
 import struct
+import sys
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any, SupportsIndex
 
 import numpy as np
 
+from grainlite import shm
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.loader import shm
 from grainlite.sources.protocol import int64_keys, key_out_of_range
 
 
@@ -40,20 +43,32 @@ def _attach(name: str) -> InMemoryDataSource:
 class InMemoryDataSource:
     """A fixed-length sequence of int, float, bool, str, bytes or None values in shared memory.
 
-    ``InMemoryDataSource(elements)`` creates a new segment holding ``elements``;
+    ``InMemoryDataSource(elements)`` creates a new segment holding ``elements`` under a name
+    grainlite chooses; ``InMemoryDataSource(elements, name="...")`` creates it under ``name``, as
+    Grain does, so other processes can attach by a name agreed in advance;
     ``InMemoryDataSource(name=...)`` maps one created elsewhere (that is what unpickling does).
+
+    A name you choose does not record the owner's pid, so ``grainlite.remove_stale_segments()``
+    can never remove it: the creating process must close it (``close()``, ``with``, or dropping
+    the source; interpreter exit does it too), or, if that process was killed, remove it with
+    ``InMemoryDataSource(name=...).unlink()``.
     Reads are thread-safe and return exactly the values stored (ints as int64, floats as float64).
     ``SharedMemoryDataSource`` is the same class, under the name Grain's module uses.
 
     Args:
       elements: the values to store, any sequence or iterable (a numpy array is converted with
         ``tolist()``).
-      name: the segment name of an existing source (``source.name``), to attach to it.
+      name: with ``elements``, the name of the new segment (letters, digits, ``_``, ``-`` and
+        ``.``, as POSIX shared memory allows); alone, the segment name of an existing source
+        (``source.name``), to attach to it.
 
     Raises:
-      GrainliteValueError: neither or both of ``elements`` and ``name`` given, an int outside
-        int64, or ``name`` is not an InMemoryDataSource segment.
-      GrainliteTypeError: an element of another type (its position and type are named).
+      GrainliteValueError: neither ``elements`` nor ``name`` given, an int outside int64, a new
+        ``name`` that is empty, contains ``/`` or is longer than the platform allows, or an
+        attached ``name`` that is not an InMemoryDataSource segment.
+      GrainliteTypeError: an element of another type (its position and type are named), or a
+        ``name`` that is not a str.
+      FileExistsError: ``elements`` and a ``name`` that another segment already has (as Grain).
       FileNotFoundError: no segment called ``name`` exists.
       SharedMemoryFullError: ``/dev/shm`` has no room for the values.
     """
@@ -67,15 +82,8 @@ class InMemoryDataSource:
                 "values in a new shared-memory segment, or InMemoryDataSource(name=source.name) "
                 "to attach to an existing one."
             )
-        if elements is not None and name is not None:
-            raise GrainliteValueError(
-                f"Pass either elements or name to InMemoryDataSource, not both (got "
-                f"name={name!r}); grainlite names new segments itself (the name carries the "
-                f"owner's pid so leftovers of a killed run can be removed), so drop name= to "
-                f"create one."
-            )
         if elements is not None:
-            segment = _write(_as_list(elements))
+            segment = _write(_as_list(elements), None if name is None else _check_new_name(name))
             owner_pid: int | None = os.getpid()
         else:
             segment = _attach_segment(name)
@@ -210,6 +218,41 @@ def _attach_segment(name: Any) -> shm.Segment:
     return segment
 
 
+# POSIX limits a shared-memory name (without its leading "/") to NAME_MAX bytes on Linux; macOS
+# allows 31 bytes including the "/".
+_MAX_NAME_BYTES = 30 if sys.platform == "darwin" else 255
+
+
+def _check_new_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise GrainliteTypeError(
+            f"InMemoryDataSource name must be a str (got {type(name).__name__} {name!r}); pass "
+            f"a name such as 'my_dataset', or leave name out to let grainlite choose one."
+        )
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if not name or "/" in name or "\x00" in name or size > _MAX_NAME_BYTES:
+        raise GrainliteValueError(
+            f"InMemoryDataSource name must be 1 to {_MAX_NAME_BYTES} bytes without '/' or NUL "
+            f"on this platform ({sys.platform}); got {name!r} ({size} bytes). Pass a shorter "
+            f"name such as 'my_dataset', or leave name out to let grainlite choose one."
+        )
+    return name
+
+
+def _create(name: str, size: int) -> shm.Segment:
+    """A new segment called ``name`` (exactly), with its memory reserved, mapped read-write."""
+    try:
+        return shm.Segment.create_named(name, size, reserve=True)
+    except FileExistsError:
+        raise FileExistsError(
+            errno.EEXIST,
+            f"A shared-memory segment named {name!r} already exists in /dev/shm (an "
+            f"InMemoryDataSource created under that name and still open, or left by a killed "
+            f"process); choose another name, close the source that holds it, or remove a "
+            f"leftover with InMemoryDataSource(name={name!r}).unlink()",
+        ) from None
+
+
 # Segment layout, native byte order, every section 8-byte aligned:
 #   header   64 bytes: magic, value count, payload size, bitmask of the tags present, sha1 of the
 #            contents (which makes the repr; an attached copy reads it instead of rehashing)
@@ -242,8 +285,8 @@ def _type_error(position: int, value: Any) -> GrainliteTypeError:
     )
 
 
-def _write(items: list[Any]) -> shm.Segment:
-    """A new segment holding ``items`` in the layout above."""
+def _write(items: list[Any], name: str | None = None) -> shm.Segment:
+    """A new segment holding ``items`` in the layout above, named ``name`` or by grainlite."""
     count = len(items)
     tags = bytearray(count)
     int_at, int_values, float_at, float_values, var_at, chunks = [], [], [], [], [], []
@@ -283,7 +326,7 @@ def _write(items: list[Any]) -> shm.Segment:
     for part in (tags, values.data, offsets.data, payload):
         digest.update(part)
     values_at, offsets_at, payload_at, size = _sections(count, len(payload))
-    segment = shm.Segment.create(size, kind="source", reserve=True)
+    segment = shm.Segment.create(size, "src", reserve=True) if name is None else _create(name, size)
     try:
         buf = segment.buf
         _HEADER.pack_into(buf, 0, _MAGIC, count, len(payload), kinds, digest.digest())

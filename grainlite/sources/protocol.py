@@ -56,10 +56,20 @@ def int64_keys(keys: Any) -> np.ndarray | None:
 
 
 def key_out_of_range(source: str, key: int, length: int) -> RecordKeyOutOfRangeError:
-    """The error for ``key`` outside ``[0, length)`` of the source named ``source``."""
+    """The error for ``key`` outside ``[0, length)`` of the source named ``source``.
+
+    It starts with Grain's words and adds the valid range and the fix: the wrapped key, which is
+    what the DataLoader reads for a sampler key past the end.
+    """
+    if length == 0:
+        return RecordKeyOutOfRangeError(
+            f"Index {key} out of range for 0: this {source} is empty and has no keys; read a "
+            "source with at least one record."
+        )
     return RecordKeyOutOfRangeError(
-        f"Index {key} out of range for {length}: {source} keys must be in [0, {length}); "
-        f"wrap keys with key % len(source) if the sampler runs past the end."
+        f"Index {key} out of range for {length}: {source} keys must be in [0, {length}); read a "
+        f"key in that range, e.g. key % len(source) (here {key % length}), which is how the "
+        "DataLoader wraps sampler keys."
     )
 
 

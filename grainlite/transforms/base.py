@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
 from grainlite.errors import GrainliteTypeError
 from grainlite.transforms.batch import Batch, validate_batch_size
+from grainlite.transforms.legacy import is_custom_operation, legacy_kind, log_deprecation
 
-Kind = Literal["map", "random_map", "filter", "flat_map", "batch"]
+Kind = Literal["map", "random_map", "filter", "flat_map", "batch", "operation"]
 
 
 class MapTransform(abc.ABC):
@@ -67,13 +68,45 @@ class FlatMapTransform(abc.ABC):
         """Returns the elements that replace ``element`` (possibly none)."""
 
 
+class TfRandomMap(abc.ABC):
+    """A random 1:1 transform by Grain's other spelling: ``np_random_map(element, rng)``.
+
+    Grain's DataLoader treats it as a RandomMap: ``rng`` is the same per-record numpy generator
+    (None when the sampler has no seed), so the results are those of Grain. It is not a subclass
+    of RandomMapTransform (as in Grain); its ``random_map`` is what the loader calls.
+    """
+
+    @abc.abstractmethod
+    def np_random_map(self, element: Any, rng: np.random.Generator | None) -> Any:
+        """Returns the transformed element, drawing randomness only from ``rng``."""
+
+    def random_map(self, element: Any, rng: np.random.Generator | None) -> Any:
+        """Calls ``np_random_map``: the loader runs this class as a RandomMapTransform."""
+        return self.np_random_map(element, rng)
+
+
+class MapWithIndexTransform(abc.ABC):
+    """A 1:1 transform of an element and its index: ``map_with_index(index, element)``.
+
+    Users can define and subclass it as in Grain, but, as in Grain, the DataLoader refuses it (it
+    passes elements, not indices): it belongs to Grain's Dataset API, not yet in grainlite.
+    """
+
+    @abc.abstractmethod
+    def map_with_index(self, index: int, element: Any) -> Any:
+        """Returns the transformed element."""
+
+
 # Grain's names in the ``grain.transforms`` layout: the same classes, not subclasses.
 Map = MapTransform
 RandomMap = RandomMapTransform
 Filter = FilterTransform
 FlatMap = FlatMapTransform
+MapWithIndex = MapWithIndexTransform
 
-Transformation = Batch | MapTransform | RandomMapTransform | FilterTransform | FlatMapTransform
+Transformation = (
+    Batch | MapTransform | RandomMapTransform | TfRandomMap | FilterTransform | FlatMapTransform
+)
 """Anything the DataLoader accepts in ``operations``."""
 
 Transformations = Sequence[Transformation]
@@ -82,12 +115,14 @@ Transformations = Sequence[Transformation]
 _BASES: tuple[tuple[type, Kind], ...] = (
     (MapTransform, "map"),
     (RandomMapTransform, "random_map"),
+    (TfRandomMap, "random_map"),
     (FilterTransform, "filter"),
     (FlatMapTransform, "flat_map"),
 )
 _METHODS: tuple[tuple[str, Kind], ...] = (
     ("map", "map"),
     ("random_map", "random_map"),
+    ("np_random_map", "random_map"),  # Grain's TfRandomMap: run as a RandomMap, as Grain does
     ("filter", "filter"),
     ("flat_map", "flat_map"),
 )
@@ -101,15 +136,19 @@ _ACCEPTED = (
 def classify(op: Any) -> Kind:
     """Says which kind of operation ``op`` is, so the loader knows which method to call.
 
-    Our own classes are recognised by ``isinstance``; other objects (such as subclasses of
-    ``grain.python.MapTransform``) by the one transform method they have. An object with
+    Our own classes are recognised by ``isinstance``; Grain's legacy operations (``MapOperation``
+    and the others of :mod:`grainlite.transforms.legacy`) run as the transform of the same kind
+    and log a deprecation message the first time; an instance of a subclass of ``Operation``
+    (grainlite's or Grain's) is a custom "operation", called with an iterator of records; other
+    objects (such as subclasses of ``grain.python.MapTransform``) by the one transform method
+    they have. An object with
     ``batch_size``, ``drop_remainder`` and ``batch_fn`` attributes (Grain's ``Batch``) is a batch.
 
     Args:
       op: one entry of a DataLoader's ``operations``.
 
     Returns:
-      "map", "random_map", "filter", "flat_map" or "batch".
+      "map", "random_map", "filter", "flat_map", "batch" or "operation".
 
     Raises:
       GrainliteTypeError: ``op`` is none of these, or could be several; the message names the
@@ -118,11 +157,17 @@ def classify(op: Any) -> Kind:
     """
     if isinstance(op, Batch):
         return "batch"
+    legacy = legacy_kind(op)  # MapOperation & co. run as the transform of the same kind
+    if legacy is not None:
+        log_deprecation(op, legacy)
+        return cast(Kind, legacy)
+    if is_custom_operation(op):  # Grain's Operation protocol: records in, records out
+        return "operation"
     kinds = [kind for base, kind in _BASES if isinstance(op, base)]
     if isinstance(op, type):  # its methods are there, unbound: the usual missing "()"
         raise _error(op, f"this is a class, not an instance; pass {op.__name__}() instead.")
     if not kinds:
-        kinds = [kind for method, kind in _METHODS if _has_method(op, method)]
+        kinds = list(dict.fromkeys(kind for method, kind in _METHODS if _has_method(op, method)))
     if len(kinds) == 1:
         return kinds[0]
     if kinds:
@@ -155,14 +200,9 @@ def _hint(op: Any) -> str:
             "grainlite's; use a MapTransform (the DataLoader passes elements, not indices), or "
             "MapDataset.map_with_index in Grain's Dataset API."
         )
-    if _has_method(op, "np_random_map"):
-        return (
-            "TfRandomMap transforms are not supported by grainlite; subclass RandomMapTransform "
-            "and implement random_map(element, rng) instead."
-        )
     if callable(op):
         return (
-            "plain functions and legacy operations (MapOperation, FilterOperation, ...) are not "
-            "supported; wrap the function in a MapTransform or FilterTransform subclass."
+            "plain functions are not supported; wrap the function in a MapTransform or "
+            "FilterTransform subclass, or in MapOperation(fn) / FilterOperation(fn)."
         )
     return "it is not a transform."

@@ -2,7 +2,7 @@
 
 ``make_batch`` gives the same arrays as Grain 0.2.18's default batch function (values, dtypes,
 shapes, container types and dict key order), which stacks each leaf with ``np.stack`` under
-``jax.tree_util.tree_map`` rules (see :mod:`grainlite.transforms.tree`). It is several times
+``jax.tree_util.tree_map`` rules (see :mod:`grainlite.tree`). It is several times
 faster: it walks the containers once for the whole batch and stacks the common leaves (arrays of
 one type, Python and NumPy scalars, strings) without ``np.stack``'s per-element overhead. With an
 ``allocate`` callback it writes each batch leaf straight into memory the caller provides, so a
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.transforms.tree import StructureMismatch, describe, format_path, map_together
-from grainlite.transforms.tree import map_leaves as _map_leaves
+from grainlite.tree import StructureMismatch, describe, format_path, map_together
+from grainlite.tree import map_leaves as _map_leaves
 
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 """``allocate(shape, dtype)`` returns an empty, writable array of exactly that shape and dtype."""

@@ -10,23 +10,40 @@ Parent side (:class:`SlabMapper`): each slab is mapped once and its name unlinke
 gets plain ``np.ndarray`` views. When the last array of an element is garbage-collected, the slab
 goes back to the worker for reuse. A user who keeps arrays keeps their slabs; the worker then makes
 new ones.
+
+An element crosses unchanged: its containers are walked in their own order
+(:func:`grainlite.tree.map_leaves_keeping_order`), so the parent gets the same container types, key
+order, ``default_factory`` and namedtuple types as ``worker_count=0`` gives. What the tree rules
+call a leaf (a dict subclass, any other object) is pickled whole, arrays inside it included.
+
+The message around the placeholders is pickled by :func:`dumps`, which also sends classes and
+functions of the user's script (``__main__``) by name: the worker runs its own ``__main__``, the
+parent resolves the name in the user's. :func:`unsendable_element_error` says which part of an
+element could not be pickled.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
+import io
 import os
+import pickle
+import sys
+import types
 import weakref
 from typing import Any
 
 import numpy as np
 
-from grainlite.errors import GrainliteRuntimeError
-from grainlite.loader.shm import Segment
+from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError
+from grainlite.shm import Segment
+from grainlite.tree import format_path, leaves_with_paths, map_leaves_keeping_order
 
 _ALIGN = 64
 _MIN_SLAB = 1 << 16
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
 class ShmLeaf:
@@ -34,40 +51,39 @@ class ShmLeaf:
 
     __slots__ = ("dtype", "offset", "shape", "slab")
 
-    def __init__(self, slab: int, offset: int, shape: tuple[int, ...], dtype: str) -> None:
+    def __init__(
+        self, slab: int, offset: int, shape: tuple[int, ...], dtype: str | np.dtype
+    ) -> None:
         self.slab, self.offset, self.shape, self.dtype = slab, offset, shape, dtype
 
     def __reduce__(self) -> tuple[Any, ...]:
         return ShmLeaf, (self.slab, self.offset, self.shape, self.dtype)
 
 
-def map_leaves(tree: Any, fn: Any, leaf_type: type) -> Any:
-    """Applies ``fn`` to every ``leaf_type`` leaf inside dicts, lists, tuples and namedtuples."""
-    kind = type(tree)
-    if kind is leaf_type:
-        return fn(tree)
-    if kind is dict:
-        return {k: map_leaves(v, fn, leaf_type) for k, v in tree.items()}
-    if kind is list:
-        return [map_leaves(v, fn, leaf_type) for v in tree]
-    if kind is tuple:
-        return tuple(map_leaves(v, fn, leaf_type) for v in tree)
-    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        return kind(*(map_leaves(v, fn, leaf_type) for v in tree))
-    if isinstance(tree, dict):
-        return kind((k, map_leaves(v, fn, leaf_type)) for k, v in tree.items())
-    return tree
+def _shareable(leaf: Any) -> bool:
+    """Whether ``leaf`` travels through a slab: a plain ndarray holding bytes, not objects.
+
+    Subclasses (masked arrays, matrices) are pickled whole, so they keep what they add; an empty
+    array has no bytes to share.
+    """
+    return type(leaf) is np.ndarray and leaf.size > 0 and not leaf.dtype.hasobject
 
 
-def _shareable(array: np.ndarray) -> bool:
-    return array.dtype.kind != "O" and array.size > 0 and not array.dtype.hasobject
+def _dtype_spec(dtype: np.dtype) -> str | np.dtype:
+    """What the parent needs to rebuild ``dtype``: its short string, or itself if that loses data.
+
+    ``dtype.str`` keeps the byte order and the size, but a structured dtype's string is ``|V<n>``,
+    which drops its field names and types, and no string carries a dtype's ``metadata``; those
+    send the dtype object (slower to pickle).
+    """
+    return dtype.str if dtype.names is None and dtype.metadata is None else dtype
 
 
 class SlabPool:
     """The worker's slabs: hands out array memory for one element at a time.
 
     Args:
-      kind: segment name tag (owner and stream), see :mod:`grainlite.loader.shm`.
+      kind: segment name tag (owner and stream), see :mod:`grainlite.shm`.
       owner: pid recorded in segment names (the parent, which owns their lifetime).
     """
 
@@ -122,13 +138,13 @@ class SlabPool:
         for slab in self._used:
             start = self._addresses[slab]
             if start <= address < start + self._slabs[slab].size:
-                return ShmLeaf(slab, address - start, array.shape, array.dtype.str)
+                return ShmLeaf(slab, address - start, array.shape, _dtype_spec(array.dtype))
         return None
 
     def export(self, element: Any) -> Any:
         """Replaces every shareable numpy leaf by a placeholder, copied into a slab if needed."""
 
-        def to_leaf(array: np.ndarray) -> Any:
+        def to_leaf(array: Any) -> Any:
             if not _shareable(array):
                 return array
             described = self.describe(array) if self._used else None
@@ -138,7 +154,7 @@ class SlabPool:
             np.copyto(target, array)
             return self.describe(target)  # always found: target was just allocated here
 
-        return map_leaves(element, to_leaf, np.ndarray)
+        return map_leaves_keeping_order(to_leaf, element)
 
     def finish_element(self) -> tuple[list[int], list[tuple[int, str]]]:
         """Ends the current element: returns its slabs and the newly created (slab, name) pairs."""
@@ -194,13 +210,15 @@ class SlabMapper:
             weakref.finalize(lease, self.released.append, slab)
             leases[slab] = lease
 
-        def to_array(leaf: ShmLeaf) -> np.ndarray:
+        def to_array(leaf: Any) -> Any:
+            if type(leaf) is not ShmLeaf:
+                return leaf
             dtype = np.dtype(leaf.dtype)
             count = int(np.prod(leaf.shape, dtype=np.int64))
             region = leases[leaf.slab][leaf.offset : leaf.offset + count * dtype.itemsize]
             return region.view(dtype).reshape(leaf.shape).view(np.ndarray)
 
-        return map_leaves(payload, to_array, ShmLeaf)
+        return map_leaves_keeping_order(to_array, payload)
 
     def take_released(self) -> list[int]:
         """Slabs whose arrays are all gone since the last call."""
@@ -208,3 +226,85 @@ class SlabMapper:
         while self.released:
             released.append(self.released.popleft())
         return released
+
+
+# Pickling the message ---------------------------------------------------------------------------
+
+
+def dumps(message: Any) -> bytes:
+    """Pickles a message for the parent, sending ``__main__`` classes and functions by name.
+
+    Plain :func:`pickle.dumps` is tried first (the fast path). If it fails, the message is pickled
+    again with classes and functions of ``__main__`` (a namedtuple type of the user's script, a
+    ``defaultdict``'s factory) written as references into the parent's ``__main__``: in the worker
+    they arrived by value with the pipeline and cannot be found by name, in the parent they are the
+    user's own objects. Lambdas and local definitions have no name to send and still fail.
+
+    Raises:
+      Whatever pickling raises when the message cannot be pickled even so.
+    """
+    try:
+        return pickle.dumps(message, _PROTOCOL)
+    except Exception:  # most often "attribute lookup X on __main__ failed"
+        pass
+    buffer = io.BytesIO()
+    _MainByName(buffer, _PROTOCOL).dump(message)
+    return buffer.getvalue()
+
+
+def _from_main(qualname: str) -> Any:
+    """The object named ``qualname`` in this process's ``__main__`` (the user's script)."""
+    return functools.reduce(getattr, qualname.split("."), sys.modules["__main__"])
+
+
+class _MainByName(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        if (
+            isinstance(obj, type | types.FunctionType)
+            and obj.__module__ == "__main__"
+            and "<" not in obj.__qualname__  # lambdas and <locals> cannot be found by name
+        ):
+            return _from_main, (obj.__qualname__,)
+        return NotImplemented
+
+
+def unsendable_element_error(element: Any, error: BaseException) -> GrainliteTypeError:
+    """The error for an element that :func:`dumps` could not pickle: which part, its type, why.
+
+    Each leaf is pickled on its own to find the first one that fails (in the element's order); the
+    message gives its path (``['meta'][1]``), its type and pickle's reason. If every leaf pickles
+    on its own, a container is to blame (a lambda as ``default_factory``, a namedtuple type defined
+    inside a function) and the message names the element's type and pickle's reason.
+
+    Args:
+      element: the element as the transform returned it.
+      error: what pickling the element raised.
+    """
+    rule = (
+        "transforms that run in worker processes must return picklable values (numpy arrays, "
+        "numbers, strings, and dicts, lists, tuples or namedtuples of them, with module-level "
+        "types and functions); return such a value there, or pass worker_count=0 to run the "
+        "transforms in this process."
+    )
+    for path, leaf in leaves_with_paths(element):
+        if type(leaf) is np.ndarray and not leaf.dtype.hasobject:
+            continue  # bytes in an array always pickle
+        try:
+            dumps(leaf)
+        except Exception as leaf_error:
+            where = f"The leaf at {format_path(path)} of an element" if path else "An element"
+            return GrainliteTypeError(
+                f"{where} could not be sent to the parent process: it is of type "
+                f"{_type_name(leaf)}, which cannot be pickled ({leaf_error}); {rule}"
+            )
+    return GrainliteTypeError(
+        f"An element of type {_type_name(element)} could not be sent to the parent process "
+        f"({error}); {rule}"
+    )
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    if kind.__module__ in ("builtins", "__main__"):
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"

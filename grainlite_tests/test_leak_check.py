@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from grainlite.loader.processes import live_children
+from leak_check import live_children
 
 
 def test_a_running_child_is_listed_and_a_reaped_one_is_not():

@@ -12,6 +12,10 @@ Two kinds, both written in a few hundred milliseconds:
 The pictures are synthetic (a gradient, a shape whose kind and colour depend on the label), so
 ``show_batch`` has something recognisable to draw. Everything is seeded: the same call writes the
 same records.
+
+Scaffolding of this repository, not part of the ``grainlite`` package: the example scripts import
+it as their neighbour (``from stand_in_data import build_imagenet_a``), and the tests and the docs
+build put ``examples/`` on ``sys.path`` to do the same.
 """
 
 from __future__ import annotations

@@ -1,14 +1,22 @@
-"""The few pytree helpers that batching needs, with JAX's rules and no JAX dependency.
+"""Pytree walking for batching and for the worker transport: JAX's container rules, no JAX needed.
 
 Grain batches with ``jax.tree_util.tree_map`` when JAX is installed, so grainlite follows JAX's
-pytree rules to produce the same batches:
+pytree rules to produce the same batches. These rules decide what is a container, everywhere in
+grainlite:
 
 * the containers are ``dict``, ``collections.OrderedDict``, ``collections.defaultdict``, ``list``,
   ``tuple`` and namedtuples, matched by *exact* type (a dict subclass is a leaf, as in JAX);
-* a ``dict`` or ``defaultdict`` is rebuilt with its keys **sorted** (keys that cannot be sorted
-  keep their insertion order, where JAX raises); an ``OrderedDict`` keeps its own key order;
 * ``None`` is an empty subtree: it stays ``None`` and is never passed to the leaf function;
 * everything else is a leaf.
+
+Two orders of walking the same containers:
+
+* **JAX's order** (:func:`map_leaves`, :func:`map_together`, :func:`describe`), used for batches: a
+  ``dict`` or ``defaultdict`` is rebuilt with its keys **sorted** (keys that cannot be sorted keep
+  their insertion order, where JAX raises); an ``OrderedDict`` keeps its own key order.
+* **The element's own order** (:func:`map_leaves_keeping_order`, :func:`leaves_with_paths`), used
+  to move elements between processes: every container comes back as it was (type, key order,
+  ``default_factory``), so an element crosses to the parent unchanged.
 
 When several trees are mapped together, the first one gives the structure: where it has a leaf, the
 other trees may hold anything (JAX's "prefix" rule), and elsewhere they must match it exactly.
@@ -18,7 +26,7 @@ from __future__ import annotations
 
 import collections
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -67,32 +75,95 @@ def sorted_keys(mapping: dict[Any, Any]) -> list[Any]:
 
 
 def map_leaves(fn: Callable[[Any], Any], tree: Any) -> Any:
-    """Applies ``fn`` to every leaf of ``tree`` and rebuilds the containers around the results.
+    """Applies ``fn`` to every leaf of ``tree`` and rebuilds the containers in JAX's order.
 
     Args:
       fn: called once per leaf.
       tree: a pytree (see the module docstring for what counts as a container).
 
     Returns:
-      A tree of the same structure; dicts come back with sorted keys, ``None`` stays ``None``.
+      A tree of the same structure; dicts and defaultdicts come back with sorted keys, ``None``
+      stays ``None``.
+    """
+    return _rebuild(fn, tree, sorted_keys, None)
+
+
+def map_leaves_keeping_order(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """Applies ``fn`` to every leaf of ``tree`` and rebuilds every container exactly as it was.
+
+    Unlike :func:`map_leaves`, dicts keep their insertion order, so applying the identity gives an
+    equal tree with the same container types, key order and ``default_factory`` values.
+
+    Args:
+      fn: called once per leaf.
+      tree: a pytree (see the module docstring for what counts as a container).
+
+    Returns:
+      A tree of the same structure and key order, holding ``fn``'s results as leaves.
+    """
+    return _rebuild(fn, tree, _insertion_order, None)
+
+
+def leaves_with_paths(tree: Any) -> list[tuple[tuple[Any, ...], Any]]:
+    """Every leaf of ``tree`` with the keys and indices that reach it, in the tree's own order."""
+    found: list[tuple[tuple[Any, ...], Any]] = []
+    _rebuild(lambda path, leaf: found.append((path, leaf)), tree, _insertion_order, ())
+    return found
+
+
+def _insertion_order(mapping: dict[Any, Any]) -> dict[Any, Any]:
+    return mapping
+
+
+def _rebuild(
+    fn: Callable[..., Any],
+    tree: Any,
+    order: Callable[[dict[Any, Any]], Iterable[Any]],
+    path: tuple[Any, ...] | None,
+) -> Any:
+    """The one walker: rebuilds the containers of ``tree`` around ``fn``'s results for its leaves.
+
+    Args:
+      fn: ``fn(leaf)``, or ``fn(path, leaf)`` when ``path`` is given.
+      tree: the (sub)tree to walk.
+      order: gives the keys of a ``dict`` or ``defaultdict`` in the order to rebuild them; an
+        ``OrderedDict`` always keeps its own order, since its order is part of its value.
+      path: the keys and indices from the root to ``tree``, or None to not track paths (the
+        common case, which then costs nothing per node).
     """
     kind = type(tree)
     if kind is dict:
-        return {key: map_leaves(fn, tree[key]) for key in sorted_keys(tree)}
-    if kind is list:
-        return [map_leaves(fn, child) for child in tree]
-    if kind is tuple:
-        return tuple(map_leaves(fn, child) for child in tree)
+        return {
+            key: _rebuild(fn, tree[key], order, None if path is None else (*path, key))
+            for key in order(tree)
+        }
+    if kind is list or kind is tuple:
+        children = [
+            _rebuild(fn, child, order, None if path is None else (*path, i))
+            for i, child in enumerate(tree)
+        ]
+        return children if kind is list else tuple(children)
     if tree is None:
         return None
     if kind is _OrderedDict:
-        return _OrderedDict((key, map_leaves(fn, child)) for key, child in tree.items())
+        return _OrderedDict(
+            (key, _rebuild(fn, child, order, None if path is None else (*path, key)))
+            for key, child in tree.items()
+        )
     if kind is _defaultdict:
-        children = ((key, map_leaves(fn, tree[key])) for key in sorted_keys(tree))
-        return _defaultdict(tree.default_factory, children)
+        mapped = {
+            key: _rebuild(fn, tree[key], order, None if path is None else (*path, key))
+            for key in order(tree)
+        }
+        return _defaultdict(tree.default_factory, mapped)
     if is_namedtuple(tree):
-        return kind(*(map_leaves(fn, child) for child in tree))
-    return fn(tree)
+        return kind(
+            *(
+                _rebuild(fn, child, order, None if path is None else (*path, i))
+                for i, child in enumerate(tree)
+            )
+        )
+    return fn(tree) if path is None else fn(path, tree)
 
 
 def map_together(fn: Callable[[list[Any]], Any], trees: Sequence[Any]) -> Any:

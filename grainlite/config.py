@@ -1,0 +1,117 @@
+"""Grain's global options, as ``grain.config.update(name, value)`` and ``get_or_default(name)``.
+
+Grain 0.2.18 keeps its options in absl flags named ``grain_<name>``; code written for it calls
+``grain.config.update("py_traceback_filtering", "off")``. grainlite takes the same calls without
+absl, for the options of Grain's DataLoader path:
+
+* ``py_traceback_filtering`` (default ``"auto"``): ``"off"`` keeps every frame of grainlite in the
+  tracebacks of transform errors; the other Grain values (``"auto"``, ``"tracebackhide"``,
+  ``"quiet_remove_frames"``, ``"remove_frames"``) all remove grainlite's frames. The value lives in
+  the environment variable ``GRAINLITE_TRACEBACK_FILTERING`` (``0`` means ``"off"``), so worker
+  processes started afterwards filter the same way, and setting that variable works too.
+* ``py_debug_mode`` (default ``False``): a bool, accepted and stored. In Grain it only reports
+  extra internal metrics; grainlite reports no metrics, so it changes nothing.
+
+Grain's other options (SIGTERM relaying, the Dataset API's visualisation, the TensorFlow loader's
+options) are known by name: setting one to Grain's default is accepted and changes nothing; any
+other value raises GrainliteValueError naming the option, because grainlite does not implement it.
+An unknown name raises GrainliteValueError (a ValueError, as in Grain). Options are also readable
+as attributes: ``grain.config.py_traceback_filtering``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+
+TRACEBACK_FILTERING_ENV = "GRAINLITE_TRACEBACK_FILTERING"
+"""The environment variable that holds ``py_traceback_filtering`` (inherited by workers)."""
+
+_TRACEBACK_VALUES = ("auto", "off", "tracebackhide", "quiet_remove_frames", "remove_frames")
+
+# Grain 0.2.18's options with their defaults: every name its ``grain.config.update`` accepts.
+_DEFAULTS: dict[str, Any] = {
+    "py_dataset_visualization_output_dir": None,
+    "py_debug_mode": False,
+    "py_relay_sigterm_to_main": False,
+    "py_traceback_filtering": "auto",
+    "tf_interleaved_shuffle": False,
+    "tf_interleaved_shuffle_block_size": 10,
+    "tf_interleaved_shuffle_parallel_blocks": 10,
+    "tf_lookup_batch_size": 100,
+    "tf_lookup_fast_warmup": False,
+    "tf_lookup_num_parallel_calls": -1,
+    "tf_optimized_sequential_read": False,
+    "tf_prefetch_buffer_size": -1,
+}
+SUPPORTED = ("py_debug_mode", "py_traceback_filtering")
+"""The options whose every Grain value grainlite honours; the others take only their default."""
+
+_stored: dict[str, Any] = {}
+
+
+def _unknown(name: Any) -> GrainliteValueError:
+    return GrainliteValueError(
+        f"grain.config has no option {name!r}: Grain 0.2.18's options are "
+        f"{', '.join(_DEFAULTS)}; check the spelling (without the 'grain_' prefix of the flag)."
+    )
+
+
+def update(name: str, value: Any) -> None:
+    """Sets option ``name`` to ``value``, as ``grain.config.update`` does.
+
+    Raises:
+      GrainliteValueError: ``name`` is not one of Grain's options, ``py_traceback_filtering``
+        gets a value Grain does not know, or an option grainlite does not implement gets a value
+        other than Grain's default.
+      GrainliteTypeError: ``py_debug_mode`` gets something other than a bool.
+    """
+    if name not in _DEFAULTS:
+        raise _unknown(name)
+    if name == "py_traceback_filtering":
+        if value not in _TRACEBACK_VALUES:
+            raise GrainliteValueError(
+                f"grain.config option py_traceback_filtering must be one of "
+                f"{', '.join(_TRACEBACK_VALUES)} (got {value!r}); pass 'off' to keep every frame."
+            )
+        os.environ[TRACEBACK_FILTERING_ENV] = value  # worker processes inherit it
+    elif name == "py_debug_mode":
+        if not isinstance(value, bool):
+            raise GrainliteTypeError(
+                f"grain.config option py_debug_mode must be a bool (got {value!r} of type "
+                f"{type(value).__name__}); pass True or False."
+            )
+        _stored[name] = value
+    elif value != _DEFAULTS[name]:
+        raise GrainliteValueError(
+            f"grain.config option {name} is not implemented by grainlite (got {value!r}); it "
+            f"accepts only Grain's default, {_DEFAULTS[name]!r}, which changes nothing here; "
+            f"remove the call."
+        )
+
+
+def get_or_default(name: str) -> Any:
+    """The current value of option ``name``: the value set, else Grain's default.
+
+    Raises:
+      GrainliteValueError: ``name`` is not one of Grain's options.
+    """
+    if name not in _DEFAULTS:
+        raise _unknown(name)
+    if name == "py_traceback_filtering":
+        raw = os.environ.get(TRACEBACK_FILTERING_ENV, "").strip().lower()
+        if raw == "0":
+            return "off"
+        return raw if raw in _TRACEBACK_VALUES else "auto"
+    return _stored.get(name, _DEFAULTS[name])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DEFAULTS:
+        return get_or_default(name)
+    raise AttributeError(f"module 'grainlite.config' has no attribute {name!r}")
+
+
+__all__ = ["SUPPORTED", "TRACEBACK_FILTERING_ENV", "get_or_default", "update"]

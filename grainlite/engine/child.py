@@ -1,0 +1,190 @@
+"""The worker process: runs one worker's share of the pipeline and ships elements to the parent.
+
+Started as ``python -m grainlite.engine.child FD`` with FD one end of a socket pair. It is a
+fresh interpreter that never imports the user's ``__main__`` (the pipeline arrives cloudpickled), so
+scripts need no ``if __name__ == "__main__"`` guard for the workers' sake, and nothing in them
+(``jax.distributed.initialize()`` for one) runs twice. JAX_PLATFORMS is set to ``cpu`` so a
+transform that imports JAX never takes an accelerator.
+
+It speaks the protocol of :mod:`grainlite.engine.protocol`. It exits when told to stop, when the
+socket closes (the parent is gone, even by SIGKILL) and, as a backstop for a worker busy in a long
+transform, when its parent pid changes.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+from typing import Any, NoReturn
+
+import cloudpickle
+
+from grainlite.engine import transport
+from grainlite.engine.channel import Channel
+from grainlite.engine.protocol import (
+    Ack,
+    Announce,
+    Element,
+    End,
+    Init,
+    Restart,
+    Stop,
+    ToWorker,
+)
+from grainlite.engine.remote_errors import report
+from grainlite.engine.transport import SlabPool
+from grainlite.loader.failures import FailedElement
+
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+
+
+class _Restart(Exception):
+    """Raised inside the worker loop when the parent moved the iterator (set_state)."""
+
+
+class _Worker:
+    def __init__(self, conn: Channel) -> None:
+        self.conn = conn
+        self.credits = 0
+        self.generation = 0
+        self.restart: Restart | None = None
+        self.pool: SlabPool | None = None
+
+    # Parent messages -------------------------------------------------------------------------
+    def handle(self, message: ToWorker) -> None:
+        if isinstance(message, Ack):
+            self.credits += message.credit
+            if self.pool is not None and message.released:
+                self.pool.release(message.released)
+        elif isinstance(message, Restart):
+            self.restart = message
+        elif isinstance(message, Stop):
+            self.exit(0)
+
+    def receive(self) -> None:
+        try:
+            data = self.conn.recv_bytes()
+        except (EOFError, OSError):
+            self.exit(0)  # the parent is gone
+        self.handle(pickle.loads(data))
+
+    def send(self, message: Any) -> None:
+        self.send_bytes(pickle.dumps(message, _PROTOCOL))
+
+    def send_bytes(self, data: bytes) -> None:
+        try:
+            self.conn.send_bytes(data)
+        except OSError:
+            self.exit(0)  # the parent is gone
+
+    def exit(self, code: int) -> NoReturn:
+        if self.pool is not None:
+            self.pool.close()
+        os._exit(code)
+
+    # Producing -------------------------------------------------------------------------------
+    def run(self, pipeline: Any, worker: int, workers: int, state: Any) -> None:
+        assert self.pool is not None
+        allocate = self.pool.allocate if pipeline.batches_last else None
+        while True:
+            try:
+                self.produce(pipeline.iterate(worker, workers, state, allocate))
+            except _Restart:
+                pass
+            except Exception as error:  # a read failed: this worker's stream cannot go on
+                self.drop_element()
+                self.send(report(error, self.generation, None))
+            while self.restart is None:
+                self.receive()
+            self.generation, state, self.credits = self.restart
+            self.restart = None
+
+    def drop_element(self) -> None:
+        """Gives the slabs of an element that will not be sent back to the pool."""
+        assert self.pool is not None
+        slabs, announced = self.pool.finish_element()
+        self.pool.release(slabs)
+        if announced:
+            self.send(Announce(self.generation, announced))
+
+    def encode(self, element: Any, state: Any) -> tuple[bytes, list[int], list[tuple[int, str]]]:
+        """The message for one element, with the slabs it uses and the slabs made for it."""
+        pool = self.pool
+        assert pool is not None
+        if element.__class__ is FailedElement:
+            self.drop_element()  # a Batch may have allocated before a failure
+            return pickle.dumps(report(element.error, self.generation, state), _PROTOCOL), [], []
+        payload = pool.export(element)  # a full /dev/shm raises here and ends the stream
+        slabs, announced = pool.finish_element()
+        try:
+            return (
+                transport.dumps(Element(self.generation, state, payload, slabs, announced)),
+                slabs,
+                announced,
+            )
+        except Exception as error:
+            pool.release(slabs)
+            if announced:
+                self.send(Announce(self.generation, announced))
+            failure = transport.unsendable_element_error(element, error)
+            failure.__cause__ = error
+            return pickle.dumps(report(failure, self.generation, state), _PROTOCOL), [], []
+
+    def produce(self, elements: Any) -> None:
+        pool = self.pool
+        assert pool is not None
+        try:
+            for element, state in elements:
+                data, slabs, announced = self.encode(element, state)
+                while self.credits == 0 and self.restart is None:
+                    self.receive()
+                if self.restart is not None:
+                    pool.release(slabs)
+                    if announced:
+                        self.send(Announce(self.generation, announced))
+                    raise _Restart
+                self.send_bytes(data)
+                self.credits -= 1
+                while self.conn.poll():
+                    self.receive()
+                if self.restart is not None:
+                    raise _Restart
+        finally:
+            elements.close()
+        self.send(End(self.generation))
+
+
+def _watch_parent(worker: _Worker, parent: int) -> None:
+    """Ends the process if the parent dies while the main thread is busy in a transform."""
+    event = threading.Event()
+    while not event.wait(0.5):
+        if os.getppid() != parent:
+            worker.exit(1)
+
+
+def main() -> None:
+    """Entry point: ``python -m grainlite.engine.child FD``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    conn = Channel(int(sys.argv[1]))
+    worker = _Worker(conn)
+    threading.Thread(target=_watch_parent, args=(worker, os.getppid()), daemon=True).start()
+    try:
+        init: Init = pickle.loads(conn.recv_bytes())
+    except (EOFError, OSError):
+        os._exit(0)
+    worker.credits = init.credits
+    worker.pool = SlabPool(init.tag, init.owner_pid)
+    try:
+        pipeline = cloudpickle.loads(init.pipeline)
+    except Exception as error:
+        worker.send(report(error, 0, None))
+        while True:
+            worker.receive()
+    worker.run(pipeline, init.worker, init.workers, init.state)
+
+
+if __name__ == "__main__":
+    main()

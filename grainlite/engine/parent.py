@@ -1,0 +1,192 @@
+"""The parent's driver: the merge order of W worker processes, which equals Grain's.
+
+Worker ``w`` runs the whole pipeline on every W-th record of this host's stream (see
+:class:`~grainlite.loader.striding.WorkerSlice`); the parent takes one element from each worker in
+turn, skipping only workers that are finished, so the output is the same on every run. A failed
+element (a transform raised in the worker) keeps its place in that order and the stream goes on.
+
+The other jobs live next door: starting and ending processes in
+:mod:`~grainlite.engine.process_group`, credits and slab reuse in :mod:`~grainlite.engine.flow`,
+re-raising a worker's exception in :mod:`~grainlite.engine.remote_errors`, the messages in
+:mod:`~grainlite.engine.protocol`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+import cloudpickle
+
+from grainlite import shm
+from grainlite.engine import remote_errors
+from grainlite.engine.flow import acknowledge
+from grainlite.engine.process_group import ProcessGroup
+from grainlite.engine.protocol import Ack, Announce, Element, End, ErrorReport, Init, Restart
+from grainlite.engine.transport import SlabMapper
+from grainlite.loader.failures import FailedElement
+from grainlite.loader.pipeline import Pipeline
+from grainlite.loader.state import IteratorPosition, Layout
+
+
+def check_picklable(pipeline: Pipeline) -> bytes:
+    """Pickles the pipeline for the workers; if it cannot, re-raises pickle's error as it was.
+
+    As in Grain, the error keeps its original type (a ValueError raised by a ``__reduce__`` stays
+    a ValueError, a lock gives pickle's TypeError), with a note naming the part of the pipeline
+    that cannot travel (``data_source``, ``sampler`` or ``operations[i]``) and the fix.
+    """
+    try:
+        return cloudpickle.dumps(pipeline)
+    except Exception as error:
+        parts = [("data_source", pipeline.source), ("sampler", pipeline.sampler)]
+        parts += [(f"operations[{i}]", op) for i, op in enumerate(pipeline.operations)]
+        for name, part in parts:
+            try:
+                cloudpickle.dumps(part)
+            except Exception as part_error:
+                part_error.add_note(
+                    f"grainlite: the DataLoader's {name} ({type(part).__name__}) cannot be "
+                    f"pickled for the worker processes. Make it picklable with cloudpickle (e.g. "
+                    f"open files and locks lazily, not in __init__), or use worker_count=0."
+                )
+                raise part_error from None
+        error.add_note(
+            "grainlite: the DataLoader's pipeline cannot be pickled for the worker processes; "
+            "make its parts picklable with cloudpickle, or use worker_count=0."
+        )
+        raise
+
+
+def _worker_tag(stream_tag: str, worker: int) -> str:
+    """The slab name tag of one worker: the stream's tag and the worker in base 36."""
+    digits = ""
+    while True:
+        worker, digit = divmod(worker, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+        if not worker:
+            return stream_tag + digits[-2:]
+
+
+class WorkerStream:
+    """Runs the pipeline in ``layout.worker_count`` processes and merges their elements in order."""
+
+    def __init__(
+        self, pipeline: Pipeline, layout: Layout, position: IteratorPosition, loader: Any
+    ) -> None:
+        self._pipeline = pipeline
+        self._workers = layout.worker_count
+        self._states = list(position.states)
+        self._next = position.next_worker
+        self._exhausted = list(position.exhausted)
+        self._credits = max(1, loader.multiprocessing_options.per_worker_buffer_size)
+        self._generation = 0
+        self._tag = secrets.token_hex(2)
+        self._group = ProcessGroup(self._workers, self._tag)
+        self._mappers = [SlabMapper() for _ in range(self._workers)]
+        self._finished = False
+
+    # Lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Starts the worker processes; the pipeline is pickled while their interpreters start."""
+        if self._group.started or self._finished:
+            return
+        self._group.start()
+        try:
+            shm.remove_stale_segments_automatically()
+            blob = check_picklable(self._pipeline)
+            for w in range(self._workers):
+                tag = _worker_tag(self._tag, w)
+                init = Init(
+                    blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits
+                )
+                self._group.send(w, init)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stops the workers and removes every shared-memory name they made. Idempotent."""
+        self._finished = True
+        self._group.close()
+
+    def restart(self, position: IteratorPosition) -> None:
+        """Moves the running workers to ``position`` without restarting the processes."""
+        self._states = list(position.states)
+        self._next = position.next_worker
+        self._exhausted = list(position.exhausted)
+        if not self._group.started:
+            return
+        self._generation += 1
+        for w in range(self._workers):
+            self._group.send(w, Restart(self._generation, self._states[w], self._credits))
+
+    @property
+    def alive(self) -> bool:
+        """True while the workers run and can be moved with :meth:`restart`."""
+        return self._group.started and not self._finished
+
+    def pids(self) -> list[int]:
+        """The process ids of the running workers (empty before start and after close)."""
+        return [self._group.pid(w) for w in range(self._workers)] if self.alive else []
+
+    def position(self) -> IteratorPosition:
+        return IteratorPosition(list(self._states), self._next, list(self._exhausted))
+
+    # Merging ---------------------------------------------------------------------------------
+    def next(self) -> Any:
+        """The next element (or FailedElement) in Grain's order; StopIteration at the end.
+
+        Anything else raised here (a worker died, a read failed, Ctrl-C) ends the stream.
+        """
+        if self._finished:
+            raise StopIteration
+        if not self._group.started:
+            self.start()
+        try:
+            return self._next_element()
+        except BaseException:
+            self.close()
+            raise
+
+    def _next_element(self) -> Any:
+        workers = self._workers
+        while True:
+            if all(self._exhausted):
+                raise StopIteration
+            w = self._next
+            if self._exhausted[w]:
+                self._next = (w + 1) % workers
+                continue
+            message = self._receive(w)
+            if isinstance(message, End):
+                self._exhausted[w] = True
+                self._next = (w + 1) % workers
+                continue
+            element: Any
+            if isinstance(message, ErrorReport):
+                error = remote_errors.rebuild(message, w, self._group.pid(w))
+                if message.state is None:
+                    raise error  # the worker's stream cannot go on (a failed read)
+                element = FailedElement(error)
+            else:
+                mapper = self._mappers[w]
+                mapper.announce(message.announced)
+                element = mapper.materialize(message.payload, message.slabs)
+            self._states[w] = message.state
+            self._next = (w + 1) % workers
+            acknowledge(self._group, self._mappers, w)
+            return element
+
+    def _receive(self, w: int) -> Element | ErrorReport | End:
+        while True:
+            message = self._group.receive(w)
+            if isinstance(message, Announce):
+                self._mappers[w].announce(message.announced)
+                continue
+            if message.generation == self._generation:
+                return message
+            if isinstance(message, Element):  # produced before a set_state: drop, reuse its memory
+                self._mappers[w].announce(message.announced)
+                self._group.send_quietly(w, Ack(0, message.slabs))

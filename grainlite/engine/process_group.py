@@ -1,0 +1,161 @@
+"""The process group: starts the worker interpreters, talks to them, and ends them all.
+
+Ownership: a :class:`ProcessGroup` owns its processes, their channels and every shared-memory
+segment its workers made (named with the group's tag). :meth:`ProcessGroup.close`, garbage
+collection and interpreter exit all run :func:`_shutdown`: every worker is told to stop, all of
+them get one shared deadline to exit, the rest are killed, and the group's segments are removed.
+A Ctrl-C during that wait is held back until the shutdown is complete, then raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from grainlite import shm
+from grainlite.engine.channel import Channel
+from grainlite.engine.protocol import Stop, ToParent, ToWorker
+from grainlite.engine.remote_errors import worker_died
+from grainlite.errors import WorkerDiedError
+
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+# All workers together get this long to exit after Stop; then the rest are killed.
+_EXIT_DEADLINE_S = 1.0
+
+
+@dataclass
+class _Handle:
+    process: subprocess.Popen[bytes]
+    conn: Channel
+
+
+def worker_environment() -> dict[str, str]:
+    """The environment of a worker: the parent's, its import path, and JAX kept on the CPU."""
+    env = dict(os.environ)
+    paths = [p if p else os.getcwd() for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["JAX_PLATFORMS"] = "cpu"  # a transform that imports JAX must not take an accelerator
+    return env
+
+
+class ProcessGroup:
+    """``count`` worker processes running :mod:`grainlite.engine.child`, tagged ``tag``."""
+
+    def __init__(self, count: int, tag: str) -> None:
+        self.count = count
+        self.tag = tag
+        self._handles: list[_Handle] = []
+        self._finalizer = weakref.finalize(self, _shutdown, self._handles, tag)
+
+    @property
+    def started(self) -> bool:
+        """True while the processes run."""
+        return bool(self._handles)
+
+    def start(self) -> None:
+        """Starts every interpreter at once, so their start-up overlaps; returns before they run."""
+        env = worker_environment()
+        for _ in range(self.count):
+            parent_end, child_end = socket.socketpair()
+            try:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "grainlite.engine.child", str(child_end.fileno())],
+                    pass_fds=(child_end.fileno(),),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                )
+            except BaseException:
+                parent_end.close()
+                raise
+            finally:
+                child_end.close()
+            self._handles.append(_Handle(process, Channel(parent_end.detach())))
+
+    def pid(self, worker: int) -> int:
+        """The process id of ``worker``."""
+        return self._handles[worker].process.pid
+
+    def send(self, worker: int, message: ToWorker) -> None:
+        """Sends a message; raises OSError if the worker is gone."""
+        self._handles[worker].conn.send_bytes(pickle.dumps(message, _PROTOCOL))
+
+    def send_quietly(self, worker: int, message: ToWorker) -> None:
+        """Sends a message if the worker is still there (a dead one is reported when read)."""
+        with contextlib.suppress(OSError):
+            self.send(worker, message)
+
+    def receive(self, worker: int) -> ToParent:
+        """The next message of ``worker``; raises WorkerDiedError if it ended without one."""
+        handle = self._handles[worker]
+        try:
+            data = handle.conn.recv_bytes()
+        except (EOFError, OSError):
+            raise self._died(worker) from None
+        message: ToParent = pickle.loads(data)
+        return message
+
+    def _died(self, worker: int) -> WorkerDiedError:
+        process = self._handles[worker].process
+        try:
+            code = process.wait(_EXIT_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        return worker_died(worker, process.pid, code)
+
+    def close(self) -> None:
+        """Stops every worker and removes the group's shared memory. Idempotent."""
+        self._finalizer()
+
+
+def _shutdown(handles: list[_Handle], tag: str) -> None:
+    with _interrupts_held_back():
+        try:
+            for handle in handles:
+                with contextlib.suppress(OSError):
+                    handle.conn.send_bytes(pickle.dumps(Stop(), _PROTOCOL))
+            deadline = time.monotonic() + _EXIT_DEADLINE_S
+            for handle in handles:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    handle.process.wait(max(0.0, deadline - time.monotonic()))
+        finally:
+            for handle in handles:
+                if handle.process.poll() is None:
+                    handle.process.kill()
+            for handle in handles:
+                handle.process.wait()
+                handle.conn.close()
+            handles.clear()
+            shm.remove_tagged(tag)
+
+
+@contextlib.contextmanager
+def _interrupts_held_back() -> Iterator[None]:
+    """Defers SIGINT (Ctrl-C) until the block is done, where that is possible (main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    try:
+        previous: Any = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    except (ValueError, OSError):  # not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received and callable(previous):
+            previous(signal.SIGINT, None)
+        elif received and previous == signal.SIG_DFL:
+            raise KeyboardInterrupt

@@ -1,0 +1,116 @@
+"""The messages between the parent and its worker processes, and the rules of their exchange.
+
+Every message is one of the named tuples below, pickled (never cloudpickled, except the pipeline and
+a worker's exception, which travel as opaque bytes inside them) and sent whole over the worker's
+:class:`~grainlite.engine.channel.Channel`.
+
+One worker's life, as the parent sees it::
+
+    parent                                worker
+      | ── (interpreter starts) ──────────▶ |   imports only the engine
+      | ── Init(pipeline, slice, state) ──▶ |   unpickles the pipeline, starts producing
+      | ◀──────── Element(gen, state, ...) ─ |   one per finished element, while it has credit
+      | ◀──────── ErrorReport(gen, state, ..)|   a transform raised: in that element's place
+      | ── Ack(credit, released slabs) ───▶ |   the parent took an element / arrays were freed
+      | ◀──────── Announce(gen, slabs) ───── |   new slabs made for an element that was dropped
+      | ◀──────── End(gen) ───────────────── |   its share of the stream is done
+      | ── Restart(gen, state, credit) ───▶ |   set_state(): start over from ``state``
+      | ── Stop() ────────────────────────▶ |   close(): exit now
+
+**Credits (flow control).** A worker may have at most ``credits`` elements sent and not yet taken
+by the parent (``worker_buffer_size``). Each Element or ErrorReport spends one; the parent returns
+one with every Ack that follows taking that worker's element. A worker with no credit blocks reading
+its channel, so a slow consumer never makes workers fill memory.
+
+**Slabs (shared memory).** A worker writes an element's arrays into its slabs (reusable shared
+memory, see :mod:`grainlite.engine.transport`). An Element lists the slabs it uses and announces
+the names of slabs made for it; the parent maps a slab once and removes its name. A slab goes back
+to the worker (in an Ack's ``released``) when the user has dropped every array of the element.
+
+**Generations.** ``Restart`` moves a running worker to a new position (a ``set_state`` on a live
+iterator) without a new process. Each restart increases the generation; messages carry the
+generation they were produced in, and the parent drops those of older generations (returning their
+slabs at once). Announcements are never dropped: a slab exists whatever the generation.
+
+**Ending.** A worker exits on Stop, when its channel closes (the parent is gone, even killed by
+SIGKILL) and, for a worker busy in a long transform, when its parent pid changes. The parent
+stops all workers against one shared deadline and kills those that have not exited by then.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+# Parent -> worker --------------------------------------------------------------------------------
+
+
+class Init(NamedTuple):
+    """The first message: what to run and from where."""
+
+    pipeline: bytes  # the cloudpickled Pipeline
+    worker: int  # this worker's index, 0 <= worker < workers
+    workers: int  # how many workers share this host's stream
+    state: Any  # where to start (a pipeline state)
+    owner_pid: int  # the parent's pid, recorded in slab names (it owns their lifetime)
+    tag: str  # slab name tag of this worker
+    credits: int  # elements it may send before the first Ack
+
+
+class Ack(NamedTuple):
+    """The parent took ``credit`` elements and no longer uses the slabs ``released``."""
+
+    credit: int
+    released: list[int]
+
+
+class Restart(NamedTuple):
+    """Drop what is in flight and produce again from ``state``, in generation ``generation``."""
+
+    generation: int
+    state: Any
+    credits: int
+
+
+class Stop(NamedTuple):
+    """Exit now."""
+
+
+# Worker -> parent --------------------------------------------------------------------------------
+
+
+class Element(NamedTuple):
+    """One finished element: ``payload`` with its arrays replaced by slab placeholders."""
+
+    generation: int
+    state: Any  # the worker's position after this element
+    payload: Any
+    slabs: list[int]  # the slabs holding its arrays
+    announced: list[tuple[int, str]]  # slabs made since the last message: (slab, segment name)
+
+
+class ErrorReport(NamedTuple):
+    """A transform or a read raised for one element; it takes that element's place."""
+
+    generation: int
+    state: Any  # the worker's position after the failed element: the stream goes on from there
+    error: bytes | None  # the exception, cloudpickled; None if it could not be pickled
+    type_name: str
+    message: str
+    traceback: str  # the worker's traceback text, grainlite's own frames left out
+
+
+class Announce(NamedTuple):
+    """Slabs were made for an element that was never sent (dropped by a restart, or failed)."""
+
+    generation: int
+    announced: list[tuple[int, str]]
+
+
+class End(NamedTuple):
+    """This worker's share of the stream is done."""
+
+    generation: int
+
+
+ToWorker = Init | Ack | Restart | Stop
+ToParent = Element | ErrorReport | Announce | End

@@ -1,0 +1,34 @@
+"""POSIX shared memory: the only package in grainlite that touches ``/dev/shm``.
+
+It sits below both ``sources/`` and ``loader/``/``engine/`` and imports neither. One module per job:
+
+- :mod:`~grainlite.shm.names`: who owns a segment (pid namespace identity and owner pid) and the
+  name format that records it;
+- :mod:`~grainlite.shm.segments`: :class:`Segment` create, attach and unlink;
+- :mod:`~grainlite.shm.cleanup`: listing segments and removing those of owners that died, never
+  touching another namespace's or another user's.
+"""
+
+from grainlite.shm.cleanup import (
+    StaleSegment,
+    list_segments,
+    remove_stale_segments,
+    remove_stale_segments_automatically,
+    remove_tagged,
+    stale_segments,
+)
+from grainlite.shm.names import owner_pid, segment_name
+from grainlite.shm.segments import Segment, unlink
+
+__all__ = [
+    "Segment",
+    "StaleSegment",
+    "list_segments",
+    "owner_pid",
+    "remove_stale_segments",
+    "remove_stale_segments_automatically",
+    "remove_tagged",
+    "segment_name",
+    "stale_segments",
+    "unlink",
+]

@@ -1,0 +1,304 @@
+"""Every public name of Grain 0.2.18's namespaces, with what grainlite does with it.
+
+This table is the source of docs/grain_names.md (``python -m grainlite_tests.grain_names`` rewrites
+the generated part of that page) and of test_namespaces.py, which walks ``dir()`` of each Grain
+namespace and checks that every name is listed here and that its status is true of grainlite.
+
+Statuses:
+  same: provided at the same path, the same kind of object (an alias is the same object as in
+    Grain), with Grain's behaviour.
+  same, with a fix: provided at the same path; the note says what differs from Grain and why.
+  not yet: not provided; the note names the issue that will bring it.
+  left out: not provided on purpose; the note says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from pathlib import Path
+
+SAME = "same"
+FIX = "same, with a fix"
+NOT_YET = "not yet"
+LEFT_OUT = "left out"
+STATUSES = (SAME, FIX, NOT_YET, LEFT_OUT)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One Grain name: its status in grainlite and the note that explains it."""
+
+    status: str
+    note: str = ""
+
+
+def _same(note: str = "") -> Entry:
+    return Entry(SAME, note)
+
+
+def _dataset_api(issue: int = 13) -> Entry:
+    topic = "Dataset API" if issue == 13 else "Grain's experimental datasets"
+    return Entry(NOT_YET, f"{topic} (issue {issue})")
+
+
+_SHARED_MEMORY_ARRAY = Entry(
+    FIX,
+    "grainlite's own segments (stale ones are cleaned up); an unpickled copy owns the removal "
+    "of the segment, where Grain's leaks it",
+)
+
+# Grain's namespace -> grainlite's module path. grain.config is an object in Grain, a module here.
+NAMESPACES = {
+    "grain": "grainlite",
+    "grain.python": "grainlite.python",
+    "grain.experimental": "grainlite.experimental",
+    "grain.python.experimental": "grainlite.python.experimental",
+    "grain.samplers": "grainlite.samplers",
+    "grain.sharding": "grainlite.sharding",
+    "grain.sources": "grainlite.sources",
+    "grain.transforms": "grainlite.transforms",
+    "grain.checkpoint": "grainlite.checkpoint",
+    "grain.constants": "grainlite.constants",
+    "grain.config": "grainlite.config",
+    "grain.multiprocessing": "grainlite.multiprocessing",
+}
+
+_EXPERIMENTAL: dict[str, Entry] = {
+    "BOSHandling": _dataset_api(18),
+    "BestFitPackIterDataset": _dataset_api(18),
+    "CacheIterDataset": _dataset_api(13),
+    "ConcatThenSplitIterDataset": _dataset_api(18),
+    "DatasetOptions": _dataset_api(13),
+    "ElasticIterator": _dataset_api(18),
+    "ExecutionTrackingMode": _dataset_api(13),
+    "FirstFitPackIterDataset": _dataset_api(18),
+    "FlatMapIterDataset": _dataset_api(13),
+    "FlatMapMapDataset": _dataset_api(13),
+    "FlatMapTransform": _same("the DataLoader runs it, with Grain's nested checkpoint state"),
+    "InterleaveIterDataset": _dataset_api(18),
+    "LimitIterDataset": _dataset_api(18),
+    "MapWithIndexTransform": _same("the DataLoader refuses it with a TypeError, as Grain's does"),
+    "PackAndBatchOperation": Entry(NOT_YET, "packing for the DataLoader path (issue 18)"),
+    "ParquetIterDataset": _dataset_api(18),
+    "PerformanceConfig": _dataset_api(13),
+    "RebatchIterDataset": _dataset_api(18),
+    "RepeatIterDataset": _dataset_api(18),
+    "RngPool": _dataset_api(13),
+    "ShapeDtypeStruct": _dataset_api(13),
+    "ShapeDtypeStructProtocol": _dataset_api(13),
+    "TFRecordIterDataset": _dataset_api(18),
+    "ThreadPrefetchDatasetIterator": _dataset_api(18),
+    "ThreadPrefetchIterDataset": _dataset_api(18),
+    "WindowShuffleIterDataset": _dataset_api(18),
+    "WindowShuffleMapDataset": _dataset_api(18),
+    "WithOptionsIterDataset": _dataset_api(13),
+    "ZipIterDataset": _dataset_api(18),
+    "ZipMapDataset": _dataset_api(18),
+    "apply_transformations": _dataset_api(13),
+    "assert_equal_output_after_checkpoint": _dataset_api(13),
+    "batch_and_pad": _dataset_api(18),
+    "device_put": Entry(NOT_YET, "device prefetch (issue 16)"),
+    "get_element_spec": _dataset_api(13),
+    "get_next_index": _dataset_api(13),
+    "index_shuffle": _same("the same permutation as Grain's (test_index_shuffle.py compares them)"),
+    "multithread_prefetch": _dataset_api(13),
+    "pick_performance_config": _dataset_api(13),
+    "set_next_index": _dataset_api(13),
+}
+
+_CONFIG = Entry(
+    FIX,
+    "a module, not absl flags: update() and get_or_default() take Grain's option names; "
+    "py_traceback_filtering and py_debug_mode are honoured, the other options accept only "
+    "Grain's default and raise ValueError naming the option otherwise",
+)
+_CONSTANT = _same("Grain's value")
+_LEGACY = _same("deprecated, as in Grain: logs a deprecation message when a DataLoader takes it")
+
+TABLE: dict[str, dict[str, Entry]] = {
+    "grain": {
+        "DataLoader": _same(),
+        "DataLoaderIterator": _same(),
+        "DatasetIterator": _dataset_api(13),
+        "IterDataset": _dataset_api(13),
+        "MapDataset": _dataset_api(13),
+        "MultiprocessingOptions": _same(),
+        "ReadOptions": _same(),
+        "Record": _same(),
+        "RecordMetadata": _same(),
+        "checkpoint": Entry(
+            FIX, "Orbax is imported on first use of its names; import grain imports it"
+        ),
+        "config": _CONFIG,
+        "constants": _same(),
+        "experimental": _same("its names are listed under grain.experimental"),
+        "load": _same("Grain's signature and defaults"),
+        "monitoring": Entry(
+            LEFT_OUT,
+            "Google-internal telemetry (streamz metrics, debug servers); grainlite records none "
+            "and never starts telemetry at import",
+        ),
+        "multiprocessing": _same(),
+        "python": _same("after import grain.python (grainlite.python), as in Grain"),
+        "proto": Entry(
+            LEFT_OUT,
+            "protobuf messages of the Dataset API's execution summary; grainlite has no protobuf "
+            "dependency (its own statistics: issue 14)",
+        ),
+        "samplers": _same(),
+        "sharding": _same(),
+        "sources": _same(),
+        "transforms": _same(),
+    },
+    "grain.python": {
+        "ArrayRecordDataSource": _same(),
+        "Batch": _same(),
+        "BatchOperation": _same("deprecated, as in Grain; an exact BatchOperation runs as Batch"),
+        "DATASET_INDEX": _CONSTANT,
+        "DataLoader": _same(),
+        "DatasetIterator": _dataset_api(13),
+        "DatasetSelectionMap": _same("defined for subclassing; Grain's Dataset API uses it"),
+        "EPOCH": _CONSTANT,
+        "FilterOperation": _LEGACY,
+        "FilterTransform": _same(),
+        "INDEX": _CONSTANT,
+        "InMemoryDataSource": _same(),
+        "IndexSampler": _same(),
+        "IterDataset": _dataset_api(13),
+        "META_FEATURES": _CONSTANT,
+        "MapDataset": _dataset_api(13),
+        "MapOperation": _LEGACY,
+        "MapTransform": _same(),
+        "MapWithIndexTransform": _same(
+            "the DataLoader refuses it with a TypeError, as Grain's does"
+        ),
+        "MultiprocessingOptions": _same(),
+        "NoSharding": _same(),
+        "Operation": _same(
+            "the protocol of the legacy operations (records in, records out); a custom subclass "
+            "runs in the DataLoader as in Grain"
+        ),
+        "PyGrainCheckpointHandler": _same("Orbax is imported on first use"),
+        "PyGrainCheckpointRestore": _same("Orbax is imported on first use"),
+        "PyGrainCheckpointSave": _same("Orbax is imported on first use"),
+        "PyGrainDatasetIterator": _same(),
+        "RECORD": _CONSTANT,
+        "RECORD_KEY": _CONSTANT,
+        "RandomAccessDataSource": _same(),
+        "RandomMapOperation": _LEGACY,
+        "RandomMapTransform": _same(),
+        "RangeDataSource": _same(),
+        "ReadOptions": _same(),
+        "Record": _same(),
+        "RecordMetadata": _same(),
+        "SEED": _CONSTANT,
+        "Sampler": _same(),
+        "SequentialSampler": _same(),
+        "ShardByJaxProcess": _same(),
+        "ShardOptions": _same(),
+        "SharedMemoryArray": _SHARED_MEMORY_ARRAY,
+        "Transformation": Entry(
+            FIX,
+            "the union of what the DataLoader runs: without MapWithIndex, which it refuses",
+        ),
+        "Transformations": Entry(FIX, "a sequence of Transformation, as above"),
+        "config": _CONFIG,
+        "experimental": _same("its names are listed under grain.python.experimental"),
+        "load": _same("Grain's signature and defaults"),
+    },
+    "grain.experimental": _EXPERIMENTAL,
+    "grain.python.experimental": _EXPERIMENTAL,
+    "grain.samplers": {"IndexSampler": _same(), "Sampler": _same(), "SequentialSampler": _same()},
+    "grain.sharding": {
+        "NoSharding": _same(),
+        "ShardByJaxProcess": _same(),
+        "ShardOptions": _same(),
+    },
+    "grain.sources": {
+        "ArrayRecordDataSource": _same(),
+        "RandomAccessDataSource": _same(),
+        "RangeDataSource": _same(),
+        "SharedMemoryDataSource": _same("the same class as InMemoryDataSource"),
+    },
+    "grain.transforms": {
+        "Batch": _same(),
+        "DatasetSelectionMap": _same("defined for subclassing; Grain's Dataset API uses it"),
+        "Filter": _same("the same class as FilterTransform"),
+        "Map": _same("the same class as MapTransform"),
+        "MapWithIndex": _same("the DataLoader refuses it with a TypeError, as Grain's does"),
+        "RandomMap": _same("the same class as RandomMapTransform"),
+        "TfRandomMap": _same(
+            "the DataLoader calls np_random_map(element, rng) with the record's numpy generator, "
+            "as Grain's does (subclasses of Grain's own TfRandomMap too)"
+        ),
+        "Transformation": Entry(
+            FIX,
+            "the union of what the DataLoader runs: without MapWithIndex, which it refuses",
+        ),
+        "Transformations": Entry(FIX, "a sequence of Transformation, as above"),
+    },
+    "grain.checkpoint": {
+        "CheckpointHandler": _same("Orbax is imported on first use"),
+        "CheckpointRestore": _same("Orbax is imported on first use"),
+        "CheckpointSave": _same("Orbax is imported on first use"),
+    },
+    "grain.constants": {
+        name: _CONSTANT
+        for name in (
+            "DATASET_INDEX",
+            "EPOCH",
+            "INDEX",
+            "META_FEATURES",
+            "RECORD",
+            "RECORD_KEY",
+            "SEED",
+        )
+    },
+    "grain.config": {
+        "get_or_default": _same("Grain's option names and defaults"),
+        "update": _same("see grain.config above for the options honoured"),
+    },
+    "grain.multiprocessing": {
+        "MultiprocessingOptions": _same(),
+        "SharedMemoryArray": _SHARED_MEMORY_ARRAY,
+        "SharedMemoryArrayMetadata": _same(),
+    },
+}
+
+BEGIN = "<!-- BEGIN generated by grainlite_tests/grain_names.py -->"
+END = "<!-- END generated by grainlite_tests/grain_names.py -->"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "grain_names.md"
+
+
+def render() -> str:
+    """The generated part of docs/grain_names.md: one table per Grain namespace."""
+    out: list[str] = []
+    for namespace, entries in TABLE.items():
+        out += [f"## `{namespace}`", "", f"grainlite: `{NAMESPACES[namespace]}`", ""]
+        out += ["| Name | Status | Note |", "| --- | --- | --- |"]
+        for name in sorted(entries):
+            entry = entries[name]
+            out.append(f"| `{name}` | {entry.status} | {entry.note} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def generated_part(text: str) -> str | None:
+    """The text between the BEGIN and END markers of the page, None without the markers."""
+    match = re.search(re.escape(BEGIN) + r"\n(.*)" + re.escape(END), text, re.DOTALL)
+    return match.group(1) if match else None
+
+
+def main() -> None:
+    """Rewrites the generated part of docs/grain_names.md from TABLE."""
+    text = PAGE.read_text()
+    old = generated_part(text)
+    if old is None:
+        sys.exit(f"{PAGE}: the markers {BEGIN!r} and {END!r} are missing")
+    PAGE.write_text(text.replace(BEGIN + "\n" + old + END, BEGIN + "\n" + render() + END))
+
+
+if __name__ == "__main__":
+    main()
