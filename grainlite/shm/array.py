@@ -31,14 +31,17 @@ import operator
 import threading
 import weakref
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.shm.segments import Segment, unlink
+
+if TYPE_CHECKING:  # imported where used: a worker process imports this module and needs neither
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy.typing as npt
 
 _TAG = "arr"
 
@@ -251,6 +254,8 @@ class SharedMemoryArray(np.ndarray):
         with _AsyncDel.lock:
             if _AsyncDel.pool is not None:
                 return
+            from concurrent.futures import ThreadPoolExecutor
+
             _AsyncDel.pool = ThreadPoolExecutor(num_threads, thread_name_prefix="grainlite-shm")
             _AsyncDel.slots = threading.BoundedSemaphore(max_outstanding_requests)
 
