@@ -8,6 +8,7 @@ import absl.flags
 import grain.python as grain
 import numpy as np
 
+from benchmarks.dataset_run import DatasetRun
 from benchmarks.loader_run import LibraryRun
 from benchmarks.workloads import Config, Workload, augment_image, parse_small
 
@@ -38,7 +39,9 @@ def memory_source(records: list[bytes]) -> Any:
     return grain.InMemoryDataSource(records)
 
 
-def make_run(workload: Workload, config: Config, source: Any, seed: int) -> LibraryRun:
-    """A grain DataLoader run."""
+def make_run(workload: Workload, config: Config, source: Any, seed: int) -> LibraryRun | DatasetRun:
+    """A grain DataLoader run, or a Dataset-API run for ``config.api == "dataset"``."""
     transform = AugmentImage() if workload.name == "images" else ParseSmall()
+    if config.api == "dataset":
+        return DatasetRun(grain, workload, config, source, seed, transform)
     return LibraryRun(grain, workload, config, source, seed, transform)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 import grainlite as grain
+from benchmarks.dataset_run import DatasetRun
 from benchmarks.loader_run import LibraryRun
 from benchmarks.workloads import Config, Workload, augment_image, parse_small
 
@@ -35,7 +36,9 @@ def memory_source(records: list[bytes]) -> Any:
     return grain.InMemoryDataSource(records)
 
 
-def make_run(workload: Workload, config: Config, source: Any, seed: int) -> LibraryRun:
-    """A grainlite DataLoader run."""
+def make_run(workload: Workload, config: Config, source: Any, seed: int) -> LibraryRun | DatasetRun:
+    """A grainlite DataLoader run, or a Dataset-API run for ``config.api == "dataset"``."""
     transform = AugmentImage() if workload.name == "images" else ParseSmall()
+    if config.api == "dataset":
+        return DatasetRun(grain, workload, config, source, seed, transform)
     return LibraryRun(grain, workload, config, source, seed, transform)

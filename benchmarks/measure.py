@@ -1,10 +1,10 @@
 """One measured run of one configuration on one workload, in this (fresh) process.
 
 ``python -m benchmarks.measure --workload W --config C --data FILE --records N --out JSON`` is what
-the runner starts for every run. The clock starts just before the DataLoader is built (the data
-source already exists, imports are done) and stops when the last batch is received; the run then
-joins the loader's workers, verifies everything it read (failing loudly on any mismatch) and
-writes its metrics as JSON.
+the runner starts for every run. The clock starts just before the DataLoader (or the Dataset-API
+pipeline) is built (the data source already exists, imports are done) and stops when the last
+batch is received; the run then joins the loader's workers, verifies everything it read (failing
+loudly on any mismatch) and writes its metrics as JSON.
 """
 
 from __future__ import annotations
@@ -144,12 +144,15 @@ def _verify(workload: Workload, verifier: Verifier, run: Any, data: Path, seed: 
 
     raw = BareArrayRecord(data)  # An independent reader: the loader's own source is not trusted.
     positions = run.position_of()
+    # The DataLoader's rule (Philox(key=seed + position)) unless the run knows its own (the
+    # Dataset API's random_map).
+    rng_for_position = getattr(run, "rng_for_position", None) or (
+        lambda position: np.random.Generator(np.random.Philox(key=seed + position))
+    )
     try:
         return verifier.finish(
             read_record=raw.__getitem__,
-            rng_for_key=lambda key: np.random.Generator(
-                np.random.Philox(key=seed + positions[key])
-            ),
+            rng_for_key=lambda key: rng_for_position(positions[key]),
         )
     finally:
         raw.close()

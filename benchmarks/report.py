@@ -58,10 +58,14 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if value < 100 else f"{value:.0f}"
 
 
-def _grain_peer(config: str) -> str | None:
-    """The grain-defaults configuration a row is compared with (same worker count)."""
-    if config == "bare" or config.startswith("grain-w"):
+def grain_peer(config: str) -> str | None:
+    """The grain-defaults configuration a row is compared with: the same API, the same worker
+    count (grainlite's Dataset API with grain's Dataset API, anything else with grain's
+    DataLoader); None for bare and for grain's own default rows."""
+    if config == "bare" or config.startswith(("grain-w", "grain-ds-")):
         return None
+    if config.startswith("grainlite-ds-"):
+        return f"grain-ds-w{config[-1]}"
     return f"grain-w{config[-1]}"
 
 
@@ -69,7 +73,7 @@ def workload_table(table: dict, workload: str) -> str:
     """One Markdown table: a row per configuration, medians and ratios vs bare and vs grain."""
     lines = [
         "| configuration | records/s | batches/s | first batch (s) | peak PSS tree (MB) "
-        "| peak RSS tree (MB) | CPU µs/record | vs bare | vs grain defaults, same W |",
+        "| peak RSS tree (MB) | CPU µs/record | vs bare | vs grain defaults, same API and W |",
         "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for config in configs_for(WORKLOADS[workload]):
@@ -80,7 +84,7 @@ def workload_table(table: dict, workload: str) -> str:
             lines.append(f"| {config.label} | FAILED: {row['error'][:80]} |||||||")
             continue
         vs_bare = _ratio(table, workload, config.name, "bare", "records_per_s")
-        peer = _grain_peer(config.name)
+        peer = grain_peer(config.name)
         vs_grain = _ratio(table, workload, config.name, peer, "records_per_s") if peer else None
         lines.append(
             f"| {config.label} | {_fmt(row['records_per_s'])} | {_fmt(row['batches_per_s'])} "
@@ -131,6 +135,19 @@ TARGETS = (
            "time_to_first_batch_s", 0.5, at_most=True),
     Target("images: grainlite W=2 peak PSS of the process tree ≤ 300 MB", "images",
            "grainlite-w2", "peak_pss_mb", 300, at_most=True),
+    # The Dataset API (issue 13).
+    *(Target(f"{w}: grainlite Dataset API in-process / bare records/s ≥ 0.9", w,
+             "grainlite-ds-w0", "records_per_s", 0.9, "bare")
+      for w in ("images", "small", "small-mem")),
+    Target("images: grainlite Dataset API mp_prefetch W=2 / bare records/s ≥ 1.5", "images",
+           "grainlite-ds-w2", "records_per_s", 1.5, "bare"),
+    *(Target(f"{w}: grainlite / grain Dataset API, {where}, records/s ≥ 10", w,
+             f"grainlite-ds-w{n}", "records_per_s", 10, f"grain-ds-w{n}")
+      for w in ("small", "small-mem")
+      for n, where in ((0, "in-process"), (2, "mp_prefetch W=2"))),
+    *(Target(f"{w}: grainlite Dataset API mp_prefetch W=2 time to first batch ≤ 0.5 s", w,
+             "grainlite-ds-w2", "time_to_first_batch_s", 0.5, at_most=True)
+      for w in ("images", "small")),
 )  # fmt: skip
 
 

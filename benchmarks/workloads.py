@@ -55,10 +55,12 @@ WORKLOADS: dict[str, Workload] = {
 
 @dataclass(frozen=True)
 class Config:
-    """One loader configuration: a library, its worker count and options, and its data source.
+    """One loader configuration: a library, its API, its worker count and options, its source.
 
-    ``source`` is "array_record" for file workloads; for in-memory workloads "list" (a plain
-    Python list) or "shm" (the library's shared-memory source).
+    File workloads read the ArrayRecord file; in-memory workloads a plain Python list, or the
+    library's shared-memory source when ``shm`` is set. ``api`` is "loader" (``DataLoader``) or
+    "dataset" (the Dataset API: ``MapDataset.source(...).shuffle(seed).map(...).batch(...)
+    .to_iter_dataset()``, then ``mp_prefetch`` with ``workers`` processes when ``workers > 0``).
     """
 
     name: str
@@ -66,19 +68,23 @@ class Config:
     workers: int
     reader_threads: int | None  # None: the library's default ReadOptions.
     shm: bool = False
+    api: str = "loader"
 
     @property
     def label(self) -> str:
         """The row name in the results table."""
         if self.library == "bare":
             return "bare loop"
+        if self.api == "dataset":
+            prefetch = f" mp_prefetch W={self.workers}" if self.workers else " in-process"
+            return f"{self.library} Dataset API{prefetch}"
         options = " defaults" if self.reader_threads is None else " num_threads=0"
         source = " InMemoryDataSource" if self.shm else ""
         return f"{self.library}{options}{source} W={self.workers}"
 
 
 def configs_for(workload: Workload) -> list[Config]:
-    """The configurations measured on ``workload``, bare first.
+    """The configurations measured on ``workload``, bare first, the Dataset API last.
 
     Grain's shared-memory source (a ``ShareableList``) is left out of ``small-mem``: it strips
     trailing zero bytes from ``bytes`` values (CPython #96779), so our 16-byte records come back
@@ -94,7 +100,21 @@ def configs_for(workload: Workload) -> list[Config]:
         configs.append(Config(f"grain-w{w}", "grain", w, None))
     for w in (0, 2):
         configs.append(Config(f"grain-best-w{w}", "grain", w, 0))
+    for library in ("grainlite", "grain"):
+        for w in (0, 2):
+            configs.append(Config(f"{library}-ds-w{w}", library, w, None, api="dataset"))
     return configs
+
+
+def dataset_rng(seed: int, position: int) -> np.random.Generator:
+    """The generator Grain's Dataset API gives element ``position`` of ``random_map(seed=seed)``:
+    Philox keyed by ``seed`` with its counter at ``[0, 0, 0, position]`` (Grain 0.2.18's rule,
+    learned by running it)."""
+    bit_generator = np.random.Philox(seed)
+    state = bit_generator.state
+    state["state"]["counter"] = np.array([0, 0, 0, position], dtype=np.uint64)
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)
 
 
 def labels_of(indices: Any, seed: int) -> Any:

@@ -1,7 +1,8 @@
-"""grainlite: a fast, leak-free data loader for JAX with Google Grain's DataLoader API.
+"""grainlite: a fast, leak-free data loader for JAX with Google Grain's DataLoader and Dataset APIs.
 
 ``import grainlite as grain`` (or ``import grainlite.python as grain``) gives the names of Grain's
-``grain`` and ``grain.python`` namespaces for the DataLoader path, with Grain's submodules
+``grain`` and ``grain.python`` namespaces for the DataLoader path and the Dataset API
+(``MapDataset``, ``IterDataset``, ``DatasetIterator``), with Grain's submodules
 (``grain.samplers``, ``grain.sharding``, ``grain.sources``, ``grain.transforms``,
 ``grain.checkpoint``, ``grain.constants``, ``grain.config``, ``grain.experimental``,
 ``grain.multiprocessing``);
@@ -34,6 +35,7 @@ from grainlite.constants import (
     RECORD_KEY,
     SEED,
 )
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import (
     CheckpointMismatchError,
     GrainliteError,
@@ -112,6 +114,7 @@ __all__ = [
     "CheckpointMismatchError",
     "DataLoader",
     "DataLoaderIterator",
+    "DatasetIterator",
     "DatasetSelectionMap",
     "FilterOperation",
     "FilterTransform",
@@ -125,7 +128,9 @@ __all__ = [
     "GrainliteValueError",
     "InMemoryDataSource",
     "IndexSampler",
+    "IterDataset",
     "LoaderClosedError",
+    "MapDataset",
     "MapOperation",
     "MapTransform",
     "MapWithIndexTransform",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -135,3 +136,44 @@ def assert_same_output_for_any_read_options(
             assert source.readers == {consumer}, f"case {name!r} read outside this thread"
         else:
             assert source.readers - {consumer}, f"case {name!r} never read in a reader thread"
+
+
+def assert_dataset_resumes_at_every_step(
+    make_iterator: Callable[[], Any], steps: Iterable[int] | None = None, limit: int = 500
+) -> None:
+    """Dataset iterators: checkpoint before every element, restore into a fresh iterator, and the
+    rest equals the uninterrupted run.
+
+    ``make_iterator()`` returns a new ``DatasetIterator`` at the start of the stream. Every state
+    must survive a JSON round trip unchanged (it is what a checkpoint stores); a fresh iterator
+    restored from the round-tripped state reports that state back and yields exactly the elements
+    that followed it. ``steps`` limits the fresh restores to those positions (every position when
+    None; pipelines with worker processes pass a few). The same iterator is also moved back to
+    every position in turn, so that repeated ``set_state`` calls do not drift.
+    """
+    reference = make_iterator()
+    try:
+        elements, states = run_with_states(reference, limit)
+    finally:
+        reference.close()
+    assert len(elements) < limit, f"the stream has {limit} elements or more: pass a larger limit"
+    for k, state in enumerate(states):
+        assert json.loads(json.dumps(state)) == state, f"state {k} is not plain JSON: {state!r}"
+    for k in range(len(states)) if steps is None else steps:
+        restored = make_iterator()
+        try:
+            restored.set_state(json.loads(json.dumps(states[k])))
+            assert restored.get_state() == states[k], f"get_state after set_state at {k}"
+            rest = [to_plain(e) for e in restored]
+        finally:
+            restored.close()
+        assert rest == elements[k:], f"a fresh iterator restored after {k} elements differs"
+    same = make_iterator()
+    try:
+        for k in reversed(range(len(states))):
+            same.set_state(states[k])
+            if k < len(elements):
+                assert to_plain(next(same)) == elements[k], f"the same iterator differs at {k}"
+                assert same.get_state() == states[k + 1]
+    finally:
+        same.close()

@@ -1,7 +1,8 @@
 """The benchmark suite runs end to end in quick mode, and its verifier catches wrong results.
 
-Only bare and grainlite run here (grain is slow to start); ``python -m benchmarks.run`` measures
-all three.
+The quick suite runs bare and grainlite (grain is slow to start); one grain Dataset-API run checks
+the generator rule the verifier assumes for Grain's ``random_map``. ``python -m benchmarks.run``
+measures all three.
 """
 
 from __future__ import annotations
@@ -14,8 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.report import grain_peer
 from benchmarks.verify import VerificationError, Verifier
-from benchmarks.workloads import WORKLOADS, augment_image, image_record, labels_of
+from benchmarks.workloads import (
+    WORKLOADS,
+    augment_image,
+    configs_for,
+    dataset_rng,
+    image_record,
+    labels_of,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 3
@@ -121,19 +130,59 @@ def test_verifier_fails_when_images_used_another_generator():
         finish_images(verifier, list(reversed(keys)))
 
 
+@pytest.mark.timeout(10)
+def test_every_workload_measures_the_dataset_api_of_both_libraries_in_process_and_with_2_workers():
+    for workload in WORKLOADS.values():
+        dataset = {c.name: c for c in configs_for(workload) if c.api == "dataset"}
+        assert sorted(dataset) == [
+            "grain-ds-w0",
+            "grain-ds-w2",
+            "grainlite-ds-w0",
+            "grainlite-ds-w2",
+        ]
+        assert dataset["grainlite-ds-w2"].label == "grainlite Dataset API mp_prefetch W=2"
+        assert dataset["grain-ds-w0"].label == "grain Dataset API in-process"
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    ("config", "peer"),
+    [("grainlite-ds-w0", "grain-ds-w0"), ("grainlite-ds-w2", "grain-ds-w2"),
+     ("grainlite-w2", "grain-w2"), ("grainlite-shm-w0", "grain-w0"), ("grain-ds-w2", None),
+     ("grain-best-w0", "grain-w0"), ("bare", None)],
+)  # fmt: skip
+def test_each_row_is_compared_with_grain_through_the_same_api_and_worker_count(config, peer):
+    assert grain_peer(config) == peer
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("library", ["grain", "grainlite"])
+def test_the_dataset_rng_rule_is_the_generator_random_map_gives_each_position(library):
+    module = pytest.importorskip(library)
+    seed = 11
+    draws = (
+        module.MapDataset.range(50)
+        .shuffle(seed=seed)
+        .random_map(lambda x, rng: rng.integers(0, 2**62, size=4).tolist(), seed=seed)
+    )
+    for position in (0, 1, 17, 49):
+        assert draws[position] == dataset_rng(seed, position).integers(0, 2**62, size=4).tolist()
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_quick_suite_runs_bare_and_grainlite_and_every_run_verifies(tmp_path):
     command = [
         sys.executable, "-m", "benchmarks.run", "--quick", "--libraries", "bare,grainlite",
         "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path / "results"),
     ]  # fmt: skip
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=110)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=230)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "| bare loop |" in done.stdout and "| target" in done.stdout
+    assert "| grainlite Dataset API mp_prefetch W=2 |" in done.stdout
     (results,) = (tmp_path / "results").glob("results-*.json")
     runs = json.loads(results.read_text())["runs"]
-    expected = {w.name: 3 + 2 * (w.storage == "memory") for w in WORKLOADS.values()}
+    expected = {w.name: 5 + 2 * (w.storage == "memory") for w in WORKLOADS.values()}
     assert {w: sum(r["workload"] == w for r in runs) for w in WORKLOADS} == expected
     for run in runs:
         assert "error" not in run, run
@@ -141,3 +190,25 @@ def test_quick_suite_runs_bare_and_grainlite_and_every_run_verifies(tmp_path):
         assert run["children_left_after_close"] == []
         assert run["peak_processes"] == 1 + run["config"].endswith("w2") * 2
     assert all(r["verification"]["images_checked"] > 0 for r in runs if r["workload"] == "images")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_grain_dataset_api_run_on_images_verifies_with_the_dataset_rng_rule(tmp_path):
+    pytest.importorskip("grain")
+    from benchmarks.datagen import ensure_data
+
+    workload = WORKLOADS["images"]
+    data = ensure_data(tmp_path / "data", workload, workload.quick_records, SEED)
+    out = tmp_path / "result.json"
+    command = [
+        sys.executable, "-m", "benchmarks.measure", "--workload", "images", "--config",
+        "grain-ds-w0", "--data", str(data), "--records", str(workload.quick_records),
+        "--seed", str(SEED), "--out", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    assert result["label"] == "grain Dataset API in-process"
+    assert result["verification"]["records"] == workload.quick_records
+    assert result["verification"]["images_checked"] > 0

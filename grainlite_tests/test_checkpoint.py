@@ -368,3 +368,223 @@ def test_save_args_hold_the_state_of_the_moment_they_are_made(tmp_path):
         handler.save(tmp_path, args=args)
     assert args.state == at_args
     assert (tmp_path / "process_0-of-1.json").read_bytes() == at_args
+
+
+# Dataset-API iterators --------------------------------------------------------------------------
+
+
+def times_ten(x):
+    return x * 10
+
+
+def make_dataset(library=grain, workers: int = 0):
+    """range(24), shuffled with seed 7, times ten, in batches of 2, as an IterDataset of
+    ``library`` (grainlite, or the real grain for the interop tests)."""
+    dataset = (
+        library.MapDataset.range(NUM_RECORDS)
+        .shuffle(seed=7)
+        .map(times_ten)
+        .batch(2)
+        .to_iter_dataset()
+    )
+    if workers:
+        dataset = dataset.mp_prefetch(library.MultiprocessingOptions(num_workers=workers))
+    return dataset
+
+
+def dataset_run(library=grain, workers: int = 0) -> list:
+    iterator = iter(make_dataset(library, workers))
+    try:
+        return rest(iterator)
+    finally:
+        getattr(iterator, "close", lambda: None)()
+
+
+@pytest.mark.timeout(60)
+def test_a_dataset_iterator_is_written_as_its_state_in_json_with_a_four_space_indent(
+    manager, tmp_path
+):
+    with iter(make_dataset()) as iterator:
+        take(iterator, 3)
+        state = iterator.get_state()
+        manager.save(3, args=grain.GrainCheckpointSave(iterator))
+        manager.wait_until_finished()
+    text = state_file(tmp_path / "checkpoints", 3).read_text()
+    assert state == {"next_index": 3}
+    assert text == json.dumps(state, indent=4) == '{\n    "next_index": 3\n}'
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "mp_prefetch-2"])
+def test_a_restored_dataset_iterator_goes_on_at_the_next_element(manager, workers):
+    expected = dataset_run(workers=workers)
+    with iter(make_dataset(workers=workers)) as iterator:
+        assert take(iterator, 4) == expected[:4]
+        manager.save(4, args=grain.GrainCheckpointSave(iterator))
+        manager.wait_until_finished()
+        assert take(iterator, 3) == expected[4:7]  # the live iterator moves back from here
+        assert manager.restore(4, args=grain.GrainCheckpointRestore(iterator)) is iterator
+        assert rest(iterator) == expected[4:]
+    with iter(make_dataset(workers=workers)) as fresh:
+        assert manager.restore(4, args=grain.GrainCheckpointRestore(fresh)) is fresh
+        assert rest(fresh) == expected[4:]
+
+
+@pytest.mark.timeout(60)
+def test_a_dataset_iterator_and_the_model_save_and_restore_together_in_a_composite(tmp_path):
+    expected = dataset_run()
+    train_state = model_state()
+    with ocp.CheckpointManager(tmp_path) as mngr, iter(make_dataset()) as iterator:
+        take(iterator, 5)
+        mngr.save(
+            5,
+            args=ocp.args.Composite(
+                params=ocp.args.StandardSave(train_state),
+                data=grain.GrainCheckpointSave(iterator),
+            ),
+        )
+        mngr.wait_until_finished()
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, train_state)
+    with ocp.CheckpointManager(tmp_path) as mngr, iter(make_dataset()) as iterator:
+        restored = mngr.restore(
+            5,
+            args=ocp.args.Composite(
+                params=ocp.args.StandardRestore(abstract),
+                data=grain.GrainCheckpointRestore(iterator),
+            ),
+        )
+        assert restored.data is iterator
+        assert_same_tree(restored.params, train_state)
+        assert rest(iterator) == expected[5:]
+
+
+@pytest.mark.timeout(60)
+def test_a_dataset_checkpoint_written_by_grain_restores_into_grainlite_at_the_same_element(
+    peer, tmp_path
+):
+    expected = dataset_run()
+    assert dataset_run(peer.real_grain) == expected
+    grain_iterator = iter(make_dataset(peer.real_grain))
+    take(grain_iterator, 5)
+    with ocp.CheckpointManager(tmp_path) as mngr:
+        mngr.save(5, args=peer.real_grain.PyGrainCheckpointSave(grain_iterator))
+        mngr.wait_until_finished()
+    with ocp.CheckpointManager(tmp_path) as mngr, iter(make_dataset()) as iterator:
+        assert mngr.restore(5, args=grain.GrainCheckpointRestore(iterator)) is iterator
+        assert iterator.get_state() == grain_iterator.get_state()
+        assert rest(iterator) == expected[5:]
+
+
+@pytest.mark.timeout(60)
+def test_a_dataset_checkpoint_written_by_grainlite_restores_into_grain_at_the_same_element(
+    peer, tmp_path
+):
+    expected = dataset_run()
+    with ocp.CheckpointManager(tmp_path) as mngr, iter(make_dataset()) as iterator:
+        take(iterator, 5)
+        mngr.save(5, args=grain.GrainCheckpointSave(iterator))
+        mngr.wait_until_finished()
+    grain_iterator = iter(make_dataset(peer.real_grain))
+    with ocp.CheckpointManager(tmp_path) as mngr:
+        mngr.restore(5, args=peer.real_grain.PyGrainCheckpointRestore(grain_iterator))
+    assert rest(grain_iterator) == expected[5:]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("protocol", "reason"),
+    [(0, "it is not valid JSON"), (pickle.HIGHEST_PROTOCOL, "it is not UTF-8 text")],
+    ids=["ascii-pickle", "binary-pickle"],
+)
+def test_a_pickle_in_a_dataset_iterator_state_file_is_rejected_and_never_executed(
+    manager, tmp_path, protocol, reason
+):
+    mark = tmp_path / "executed"
+    with iter(make_dataset()) as iterator:
+        take(iterator, 1)
+        manager.save(1, args=grain.GrainCheckpointSave(iterator))
+        manager.wait_until_finished()
+        path = state_file(tmp_path / "checkpoints", 1)
+        path.write_bytes(pickle.dumps(_LeavesAMark(mark), protocol=protocol))
+        with pytest.raises(ValueError) as caught:
+            manager.restore(1, args=grain.GrainCheckpointRestore(iterator))
+    assert str(caught.value).startswith(f"Invalid dataset iterator state: {reason} (")
+    assert str(caught.value).endswith(
+        "). Restore a step written by CheckpointSave of a dataset iterator (grainlite or Grain)."
+    )
+    assert caught.value.__notes__ == [f"grainlite: while restoring the iterator from {path}"]
+    assert not mark.exists()
+    if protocol == 0:
+        assert isinstance(caught.value, json.JSONDecodeError)  # what Grain's json.loads raises
+
+
+class CountingIterator(grain.DatasetIterator):
+    """A user's own iterator: counts up from 0; its state is ``{"count": n}`` (or ``bad`` as is)."""
+
+    def __init__(self, bad=None) -> None:
+        super().__init__()
+        self.count, self.bad, self.states_set = 0, bad, []
+
+    def __next__(self) -> int:
+        self.count += 1
+        return self.count - 1
+
+    def get_state(self) -> dict:
+        return {"count": self.count} if self.bad is None else self.bad
+
+    def set_state(self, state: dict) -> None:
+        self.states_set.append(state)
+        self.count = state["count"]
+
+
+@pytest.mark.timeout(60)
+def test_a_users_dataset_iterator_subclass_gets_back_the_dict_it_saved(manager):
+    iterator = CountingIterator()
+    take(iterator, 3)
+    manager.save(3, args=grain.GrainCheckpointSave(iterator))
+    manager.wait_until_finished()
+    fresh = CountingIterator()
+    assert manager.restore(3, args=grain.GrainCheckpointRestore(fresh)) is fresh
+    assert fresh.states_set == [{"count": 3}]
+    assert take(fresh, 2) == [3, 4]
+
+
+@pytest.mark.timeout(30)
+def test_a_dataset_iterator_state_that_is_not_json_fails_at_save_naming_the_value_and_the_fix():
+    iterator = CountingIterator(bad={"count": np.int64(3)})
+    with pytest.raises(TypeError) as caught:
+        grain.GrainCheckpointSave(iterator)
+    assert str(caught.value) == (
+        "CountingIterator.get_state() returned {'count': np.int64(3)}, which is not JSON "
+        "(Object of type int64 is not JSON serializable). A dataset iterator's state must hold "
+        "only dicts, lists, str, int, float, bool and None: convert numpy values with int() / "
+        "float() / .tolist()."
+    )
+
+
+@pytest.mark.timeout(60)
+def test_a_dataset_iterator_state_file_holding_a_json_list_names_what_it_holds(manager, tmp_path):
+    iterator = CountingIterator()
+    manager.save(1, args=grain.GrainCheckpointSave(iterator))
+    manager.wait_until_finished()
+    state_file(tmp_path / "checkpoints", 1).write_text("[1, 2]")
+    with pytest.raises(ValueError) as caught:
+        manager.restore(1, args=grain.GrainCheckpointRestore(CountingIterator()))
+    assert str(caught.value) == (
+        "Invalid dataset iterator state: expected a JSON object, got list '[1, 2]'. Restore a "
+        "step written by CheckpointSave of a dataset iterator (grainlite or Grain)."
+    )
+
+
+@pytest.mark.timeout(30)
+def test_dataset_save_args_hold_the_state_of_the_moment_they_are_made(tmp_path):
+    handler = grain.GrainCheckpointHandler()
+    with iter(make_dataset()) as iterator:
+        take(iterator, 1)
+        at_args = iterator.get_state()
+        args = grain.GrainCheckpointSave(iterator)
+        take(iterator, 2)
+        handler.save(tmp_path, args=args)
+    assert (
+        json.loads((tmp_path / "process_0-of-1.json").read_text()) == at_args == {"next_index": 1}
+    )

@@ -115,7 +115,7 @@ def test_importing_grainlite_loads_no_heavy_optional_package():
     code = (
         "import sys, grainlite; "
         "heavy = {'jax', 'orbax', 'tensorflow_datasets', 'cv2', 'matplotlib', 'array_record', "
-        "'tensorflow', 'torch'}; "
+        "'tensorflow', 'torch', 'lightning'}; "
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -142,3 +142,41 @@ def test_checkpoint_is_an_attribute_at_import_and_loads_orbax_only_on_first_use(
 def test_an_unknown_checkpoint_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="has no attribute 'CheckpointLoad'"):
         grainlite.checkpoint.CheckpointLoad  # noqa: B018
+
+
+def test_the_dataset_api_base_classes_are_top_level_names_and_in_grain_python():
+    from grainlite.dataset import base
+
+    for name in ("DatasetIterator", "IterDataset", "MapDataset"):
+        assert name in grainlite.__all__, name
+        assert getattr(grainlite, name) is getattr(base, name), name
+        assert getattr(grainlite.python, name) is getattr(base, name), name
+
+
+def test_importing_grainlite_and_grainlite_python_loads_no_dataset_node_module():
+    code = (
+        "import sys, grainlite, grainlite.python, grainlite.python.experimental; "
+        "print(sorted(m for m in sys.modules if m.startswith('grainlite.dataset.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['grainlite.dataset.base']"
+
+
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("FlatMapIterDataset", "grainlite.dataset.flat_map"),
+        ("FlatMapMapDataset", "grainlite.dataset.flat_map"),
+        ("apply_transformations", "grainlite.dataset.apply"),
+    ],
+)
+def test_experimental_dataset_names_load_on_first_use_as_one_object_in_both_spellings(name, module):
+    import importlib
+
+    import grainlite.python.experimental
+
+    defined = getattr(importlib.import_module(module), name)
+    assert getattr(grainlite.experimental, name) is defined
+    assert getattr(grainlite.python.experimental, name) is defined
+    assert name in grainlite.experimental.__all__
+    assert name in dir(grainlite.python.experimental)

@@ -11,7 +11,12 @@ fi
 stamp=".venv/.installed-$extras"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  # torch is never wanted: nothing here depends on it, and a stray resolve would pull GBs.
+  # torch first, pinned to "torch==2.13.*": on these machines that resolves to a local CPU wheel
+  # (2.13.0+cpu). Any other resolution (e.g. by "-e .[dev]" pulling torch>=2.2 on its own)
+  # downloads the multi-GB CUDA build and its nvidia-* packages, which nothing here needs.
+  if [ "$extras" = "dev" ] || [ "$extras" = "torch" ] || [ "$extras" = "lightning" ]; then
+    .venv/bin/python -m pip install -q "torch==2.13.*"
+  fi
   .venv/bin/python -m pip install -q -e ".[$extras]"
   touch "$stamp"
 fi

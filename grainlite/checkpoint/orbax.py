@@ -3,16 +3,22 @@
 The handler follows Orbax's legacy ``CheckpointHandler`` interface, as Grain's does, so the same
 ``CheckpointManager`` calls work with either library and the files are interchangeable: each JAX
 process writes ``process_<i>-of-<n>.json`` holding exactly its iterator's ``get_state()``.
+
+Both iterator kinds go through it. A ``DataLoader`` iterator's state is already JSON bytes and is
+written as it is; a Dataset-API iterator's state is a dict, written as JSON with a four-space
+indent (the text Grain writes) and read back with ``json.loads``: nothing is ever unpickled.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from typing import Any
 
 from grainlite._optional import require
-from grainlite.errors import GrainliteValueError
+from grainlite.dataset.base import DatasetIterator
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateNotJSONError
 
 ocp = require("orbax.checkpoint", "orbax", "Checkpointing a grainlite iterator with Orbax")
 
@@ -57,19 +63,68 @@ def _missing_file_error(directory: Any, name: str, count: int) -> GrainliteValue
     return GrainliteValueError(message)
 
 
+def encode_state(iterator: Any) -> bytes:
+    """The bytes to write for ``iterator``: its ``get_state()``, as JSON text.
+
+    Raises:
+      GrainliteTypeError: a Dataset-API iterator's state holds a value JSON cannot write (e.g. a
+        numpy integer from a user's ``get_state``).
+    """
+    state = iterator.get_state()
+    if not isinstance(state, dict):
+        return bytes(state)  # the DataLoader's state: JSON bytes already
+    try:
+        return json.dumps(state, indent=4).encode()
+    except (TypeError, ValueError) as error:
+        raise GrainliteTypeError(
+            f"{type(iterator).__name__}.get_state() returned {state!r}, which is not JSON "
+            f"({error}). A dataset iterator's state must hold only dicts, lists, str, int, "
+            f"float, bool and None: convert numpy values with int() / float() / .tolist()."
+        ) from None
+
+
+def decode_dataset_state(raw: bytes) -> dict[str, Any]:
+    """The state dict a Dataset-API iterator's file holds (parsed as JSON only).
+
+    Raises:
+      StateNotJSONError: the file is not JSON (a pickle, say; it is never executed).
+      GrainliteValueError: the file is not UTF-8 text, or its JSON is not an object.
+    """
+    fix = "Restore a step written by CheckpointSave of a dataset iterator (grainlite or Grain)."
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as error:
+        raise GrainliteValueError(
+            f"Invalid dataset iterator state: it is not UTF-8 text ({error}). {fix}"
+        ) from None
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError as error:
+        message = f"Invalid dataset iterator state: it is not valid JSON ({error}). {fix}"
+        raise StateNotJSONError(message, error) from None
+    if not isinstance(state, dict):
+        raise GrainliteValueError(
+            f"Invalid dataset iterator state: expected a JSON object, got "
+            f"{type(state).__name__} {text[:60]!r}. {fix}"
+        )
+    return state
+
+
 class CheckpointHandler(ocp.CheckpointHandler):  # type: ignore[name-defined,misc]
     """Writes and reads one JSON file per JAX process with the iterator's ``get_state()``.
 
     ``save`` writes the state captured by :class:`CheckpointSave`; ``restore`` reads this process's
-    file as bytes, hands it to ``set_state`` (which parses JSON and checks every field, never
-    unpickling anything) and returns the same iterator object.
+    file and returns the same iterator object, moved there. A ``DataLoader`` iterator gets the
+    bytes (its ``set_state`` parses JSON and checks every field); a Dataset-API iterator (any
+    :class:`~grainlite.DatasetIterator`) gets the dict ``json.loads`` makes of them. Nothing is
+    ever unpickled.
     """
 
     def save(self, directory: Any, item: Any = None, args: Any = None) -> None:
         """Writes the state captured by ``CheckpointSave`` (or ``item.get_state()`` now)."""
         state = getattr(args, "state", None)
         if state is None:
-            state = (item if item is not None else args.item).get_state()
+            state = encode_state(item if item is not None else args.item)
         index, count = process_layout()
         directory.mkdir(parents=True, exist_ok=True)
         (directory / state_file_name(index, count)).write_text(state.decode())
@@ -81,7 +136,8 @@ class CheckpointHandler(ocp.CheckpointHandler):  # type: ignore[name-defined,mis
           GrainliteValueError: this process's file is missing (the message says why, e.g. a
             checkpoint written by another number of JAX processes) or is not a valid state.
           CheckpointMismatchError: the state belongs to a loader with another worker count,
-            sampler or data source. Either error carries a note naming the file.
+            sampler or data source. Every error carries a note naming the file.
+          StateNotJSONError: a Dataset-API iterator's file is not JSON.
         """
         iterator = item if item is not None else args.item
         index, count = process_layout()
@@ -89,8 +145,12 @@ class CheckpointHandler(ocp.CheckpointHandler):  # type: ignore[name-defined,mis
         if not path.exists():
             raise _missing_file_error(directory, state_file_name(index, count), count)
         try:
-            iterator.set_state(path.read_bytes())
-        except ValueError as error:
+            raw = path.read_bytes()
+            if isinstance(iterator, DatasetIterator):
+                iterator.set_state(decode_dataset_state(raw))
+            else:
+                iterator.set_state(raw)
+        except (ValueError, KeyError, TypeError) as error:
             error.add_note(f"grainlite: while restoring the iterator from {path}")
             raise
         start_prefetch = getattr(iterator, "start_prefetch", None)
@@ -123,7 +183,7 @@ class CheckpointSave(ocp.args.CheckpointArgs):  # type: ignore[name-defined,misc
     state: bytes | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.state = self.item.get_state()
+        self.state = encode_state(self.item)
 
 
 @ocp.args.register_with_handler(CheckpointHandler, for_restore=True)

@@ -69,11 +69,32 @@ def _worker_tag(stream_tag: str, worker: int) -> str:
             return stream_tag + digits[-2:]
 
 
+def _pickled(pipeline: Any) -> bytes:
+    """The pipeline for the workers: one with a ``pickled()`` method (a Dataset API pipeline)
+    pickles itself, with its own error note; the DataLoader's goes through check_picklable."""
+    pickled = getattr(pipeline, "pickled", None)
+    return pickled() if pickled is not None else check_picklable(pipeline)
+
+
 class WorkerStream:
-    """Runs the pipeline in ``layout.worker_count`` processes and merges their elements in order."""
+    """Runs the pipeline in ``layout.worker_count`` processes and merges their elements in order.
+
+    ``pipeline`` is the DataLoader's :class:`~grainlite.loader.pipeline.Pipeline` or a Dataset API
+    :class:`~grainlite.dataset.worker_pipeline.DatasetPipeline`: anything with
+    ``iterate(worker, workers, state, allocate)`` and ``batches_last``. Only ``layout.worker_count``
+    and ``loader.multiprocessing_options.per_worker_buffer_size`` are read from the other two.
+    """
+
+    # At the end of the stream the workers stop, unless this is True: then they wait for a
+    # restart() until close() (grainlite.torch moves them to its next epoch this way).
+    linger_at_end = False
 
     def __init__(
-        self, pipeline: Pipeline, layout: Layout, position: IteratorPosition, loader: Any
+        self,
+        pipeline: Pipeline | Any,
+        layout: Layout | Any,
+        position: IteratorPosition,
+        loader: Any,
     ) -> None:
         self._pipeline = pipeline
         self._workers = layout.worker_count
@@ -95,7 +116,7 @@ class WorkerStream:
         self._group.start()
         try:
             shm.remove_stale_segments_automatically()
-            blob = check_picklable(self._pipeline)
+            blob = _pickled(self._pipeline)
             for w in range(self._workers):
                 tag = _worker_tag(self._tag, w)
                 init = Init(
@@ -146,6 +167,10 @@ class WorkerStream:
             self.start()
         try:
             return self._next_element()
+        except StopIteration:
+            if not self.linger_at_end:
+                self.close()
+            raise
         except BaseException:
             self.close()
             raise

@@ -1,5 +1,37 @@
 """``grainlite.python.experimental``: the names of :mod:`grainlite.experimental`, for Grain's legacy
-path (``grain.python.experimental``)."""
+path (``grain.python.experimental``). Each name is the same object as in
+:mod:`grainlite.experimental`; the Dataset-API names load on first use there and here alike."""
 
-from grainlite.experimental import *  # noqa: F403  (this module *is* the re-export)
-from grainlite.experimental import __all__ as __all__
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from grainlite import experimental as _experimental
+from grainlite.experimental import FlatMapTransform, MapWithIndexTransform, index_shuffle
+
+if TYPE_CHECKING:
+    from grainlite.experimental import (
+        FlatMapIterDataset,
+        FlatMapMapDataset,
+        apply_transformations,
+    )
+
+# The same list as grainlite.experimental.__all__ (test_public_api checks it).
+__all__ = [
+    "FlatMapIterDataset",
+    "FlatMapMapDataset",
+    "FlatMapTransform",
+    "MapWithIndexTransform",
+    "apply_transformations",
+    "index_shuffle",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _experimental.LAZY_NAMES:
+        return getattr(_experimental, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import numbers
+import sys
+import warnings
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 
@@ -83,8 +85,34 @@ class ShardByJaxProcess(ShardOptions):
             shard_index, shard_count = 0, 1
         else:
             shard_index, shard_count = jax.process_index(), jax.process_count()
+        if shard_count == 1:
+            _warn_if_torch_ranks()
         super().__init__(
             shard_index=shard_index, shard_count=shard_count, drop_remainder=drop_remainder
+        )
+
+
+_warned_torch_ranks = False
+
+
+def _warn_if_torch_ranks() -> None:
+    """Warns once if torch.distributed runs several ranks: each would read every record.
+
+    Looks at torch only if the program imported it; never imports it.
+    """
+    global _warned_torch_ranks
+    torch = sys.modules.get("torch")
+    distributed = getattr(torch, "distributed", None)
+    if _warned_torch_ranks or distributed is None or not distributed.is_available():
+        return
+    if distributed.is_initialized() and distributed.get_world_size() > 1:
+        _warned_torch_ranks = True
+        warnings.warn(
+            f"ShardByJaxProcess() is (0, 1) because JAX runs one process, but torch.distributed "
+            f"runs {distributed.get_world_size()} ranks: every rank reads every record. Pass "
+            f"shard_options=grainlite.torch.ShardByTorchRank() to give each rank its own shard.",
+            UserWarning,
+            stacklevel=3,
         )
 
 

@@ -1,0 +1,116 @@
+"""``ds.apply(transformations)``: Grain's transform objects as dataset nodes, in order.
+
+Each transformation becomes the node its kind calls for: a ``Map`` → ``ds.map``, a ``RandomMap``
+(or ``TfRandomMap``) → ``ds.random_map`` (seeded by an upstream ``ds.seed(...)``), a
+``MapWithIndex`` → ``ds.map_with_index``, a ``Filter`` → ``ds.filter``, a ``Batch`` →
+``ds.batch`` and a ``FlatMap`` → Grain's ``FlatMapMapDataset`` / ``FlatMapIterDataset``. Both
+grainlite's transform classes and Grain's own are recognised (by class, else by their one
+transform method); anything else is an error of Grain's type, ``NotImplementedError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from grainlite.dataset.base import MapDataset
+from grainlite.errors import GrainliteError
+from grainlite.transforms.base import (
+    FilterTransform,
+    FlatMapTransform,
+    MapTransform,
+    MapWithIndexTransform,
+    RandomMapTransform,
+    TfRandomMap,
+)
+from grainlite.transforms.batch import Batch
+
+
+class UnsupportedTransformationError(GrainliteError, NotImplementedError):
+    """``apply`` got something that is not a transformation it can apply (Grain's type)."""
+
+
+_CLASSES: tuple[tuple[type, str], ...] = (
+    (Batch, "batch"),
+    (MapWithIndexTransform, "map_with_index"),
+    (MapTransform, "map"),
+    (RandomMapTransform, "random_map"),
+    (TfRandomMap, "random_map"),
+    (FilterTransform, "filter"),
+    (FlatMapTransform, "flat_map"),
+)
+_METHODS: tuple[tuple[str, str], ...] = (
+    ("map_with_index", "map_with_index"),
+    ("map", "map"),
+    ("random_map", "random_map"),
+    ("np_random_map", "random_map"),
+    ("filter", "filter"),
+    ("flat_map", "flat_map"),
+)
+
+
+def _kind(transformation: Any) -> str | None:
+    """Which node ``transformation`` becomes, or None if it is none of Grain's kinds."""
+    if isinstance(transformation, type):
+        return None
+    for cls, kind in _CLASSES:
+        if isinstance(transformation, cls):
+            return kind
+    kinds = {kind for name, kind in _METHODS if callable(getattr(transformation, name, None))}
+    if len(kinds) == 1:
+        return kinds.pop()
+    if not kinds and all(
+        hasattr(transformation, field) for field in ("batch_size", "drop_remainder", "batch_fn")
+    ):
+        return "batch"  # Grain's Batch
+    return None
+
+
+def _apply_one(ds: Any, transformation: Any) -> Any:
+    kind = _kind(transformation)
+    if kind == "map":
+        return ds.map(transformation)
+    if kind == "random_map":
+        return ds.random_map(transformation)
+    if kind == "map_with_index":
+        return ds.map_with_index(transformation)
+    if kind == "filter":
+        return ds.filter(transformation)
+    if kind == "batch":
+        return ds.batch(
+            transformation.batch_size,
+            drop_remainder=transformation.drop_remainder,
+            batch_fn=transformation.batch_fn,
+        )
+    if kind == "flat_map":
+        from grainlite.dataset import flat_map
+
+        if isinstance(ds, MapDataset):
+            return flat_map.FlatMapMapDataset(ds, transformation)
+        return flat_map.FlatMapIterDataset(ds, transformation)
+    raise UnsupportedTransformationError(
+        f"Transformation type: {transformation!r} (of type {type(transformation).__name__}) is "
+        "not supported: apply takes instances of Map, RandomMap, MapWithIndex, Filter, FlatMap "
+        "and Batch, from grainlite or grain; wrap a function in one of those classes, or call "
+        "ds.map(fn) directly."
+    )
+
+
+def apply_transformations(ds: Any, transformations: Any) -> Any:
+    """``ds`` with each of ``transformations`` (one, or a sequence) applied in order.
+
+    Args:
+      ds: a ``MapDataset`` or an ``IterDataset``.
+      transformations: a transform object or a list/tuple of them.
+
+    Returns:
+      The last node added (``ds`` itself for an empty list).
+
+    Raises:
+      NotImplementedError: an object that is not one of the supported transformations.
+    """
+    if not isinstance(transformations, Sequence) or isinstance(transformations, str | bytes):
+        transformations = [transformations]
+    for transformation in transformations:
+        ds = _apply_one(ds, transformation)
+    return ds

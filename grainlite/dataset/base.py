@@ -1,0 +1,370 @@
+"""The base classes of Grain's Dataset API: ``MapDataset``, ``IterDataset``, ``DatasetIterator``.
+
+A ``MapDataset`` is lazy and random access (``len`` and ``ds[i]``); an ``IterDataset`` is a recipe
+for iterators; a ``DatasetIterator`` is one pass with a JSON-able position (``get_state`` /
+``set_state``). Every transformation method returns a new dataset node with the receiver as its
+parent; the nodes live in one module per family and are imported when a method is first called, so
+``import grainlite`` stays cheap.
+
+Beyond Grain's contract, a ``MapDataset`` may answer many indices at once through
+:meth:`MapDataset._getitems`: nodes that can work on whole index arrays (a shuffle, a source with a
+batched read) override it, and the iterator made by ``to_iter_dataset`` reads in blocks through it.
+The results equal ``[ds[i] for i in indices]``; only the cost differs.
+
+Users subclass all three (a constructor taking the parents, ``__len__`` / ``__getitem__``,
+``__iter__``, ``__next__``, ``get_state``, ``set_state``); such subclasses work anywhere a built-in
+node does, including inside ``mp_prefetch``.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar, overload
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+
+def _as_parents(parents: Any) -> tuple[Any, ...]:
+    """The parents given to a constructor, as a tuple (one dataset or a sequence of them)."""
+    if isinstance(parents, MapDataset | IterDataset | DatasetIterator):
+        return (parents,)
+    return tuple(parents)
+
+
+class _Dataset:
+    """What both dataset kinds share: parents, the default seed and ``pipe``."""
+
+    def __init__(self, parents: Any = ()) -> None:
+        self._parents = _as_parents(parents)
+        self._seed_override: int | None = None
+
+    @property
+    def parents(self) -> Sequence[Any]:
+        """The datasets this one reads from (empty for a source)."""
+        return getattr(self, "_parents", ())
+
+    @property
+    def _parent(self) -> Any:
+        """The single parent of a one-input node."""
+        parents = self.parents
+        if len(parents) != 1:
+            raise ValueError(
+                f"{type(self).__name__} has {len(parents)} parents; `_parent` is defined for "
+                "nodes with exactly one."
+            )
+        return parents[0]
+
+    @property
+    def _default_seed(self) -> int | None:
+        """The seed that random nodes without their own ``seed=`` use (from ``.seed(...)``)."""
+        from grainlite.dataset import seeding
+
+        return seeding.default_seed(self)
+
+    def pipe(self, func: Callable[..., S], /, *args: Any, **kwargs: Any) -> S:
+        """Returns ``func(self, *args, **kwargs)``: chains a user's function like a method."""
+        return func(self, *args, **kwargs)
+
+
+class MapDataset(_Dataset, Generic[T], abc.ABC):
+    """A lazy, random-access dataset: ``len(ds)`` elements, ``ds[i]`` computed on demand.
+
+    Indices past ``len(ds)`` follow Grain: most nodes wrap them around (an epoch view over an
+    endless index space); ``None`` marks an element a filter removed.
+    """
+
+    def __init__(self, parents: MapDataset | Sequence[MapDataset] = ()) -> None:
+        super().__init__(parents)
+
+    # The random-access contract -------------------------------------------------------------
+    @abc.abstractmethod
+    def __len__(self) -> int:
+        """The number of elements (of one epoch, for a repeated dataset: see ``repeat``)."""
+
+    @overload
+    def __getitem__(self, index: int) -> T | None: ...
+
+    @overload
+    def __getitem__(self, index: builtins.slice) -> MapDataset[T]: ...
+
+    @abc.abstractmethod
+    def __getitem__(self, index: Any) -> Any:
+        """The element at ``index`` (``None`` where a filter removed it); a slice gives a view."""
+
+    def _getitems(self, indices: Sequence[int]) -> list[T | None]:
+        """The elements at ``indices``, equal to ``[self[i] for i in indices]``; nodes vectorise.
+
+        ``indices`` is any sequence of ints: a ``range`` (as ``to_iter_dataset`` passes), a list
+        or an int64 array. A node that overrides this reads its parent's block through the
+        parent's ``_getitems`` where it has one (a user's class may not).
+        """
+        return [self[int(i)] for i in indices]
+
+    def __iter__(self) -> DatasetIterator[T]:
+        return self.to_iter_dataset().__iter__()
+
+    # Constructors ---------------------------------------------------------------------------
+    @staticmethod
+    def source(source: Any) -> MapDataset:
+        """A dataset over any sequence or random-access source (``len`` and ``__getitem__``)."""
+        from grainlite.dataset import sources
+
+        return sources.SourceMapDataset(source)
+
+    @staticmethod
+    def range(start: int, stop: int | None = None, step: int = 1) -> MapDataset[int]:
+        """The integers of ``range(start, stop, step)``."""
+        from grainlite.dataset import sources
+
+        return sources.RangeMapDataset(start, stop, step)
+
+    @staticmethod
+    def mix(datasets: Sequence[MapDataset], weights: Sequence[float] | None = None) -> MapDataset:
+        """Interleaves ``datasets`` in proportion to ``weights`` (equal by default)."""
+        from grainlite.dataset import combining
+
+        return combining.MixedMapDataset(datasets, weights)
+
+    @staticmethod
+    def concatenate(datasets: Sequence[MapDataset]) -> MapDataset:
+        """The elements of each dataset in turn."""
+        from grainlite.dataset import combining
+
+        return combining.ConcatenateMapDataset(datasets)
+
+    @staticmethod
+    def select_from_datasets(datasets: Sequence[MapDataset], selection_map: Any) -> MapDataset:
+        """Elements picked from ``datasets`` by a :class:`~grainlite.DatasetSelectionMap`."""
+        from grainlite.dataset import combining
+
+        return combining.SelectionMapDataset(datasets, selection_map)
+
+    # Transformations ------------------------------------------------------------------------
+    def batch(
+        self,
+        batch_size: int,
+        *,
+        drop_remainder: bool = False,
+        batch_fn: Callable[[Sequence[T]], S] | None = None,
+    ) -> MapDataset:
+        """Groups consecutive elements into batches (numpy arrays stacked leaf by leaf)."""
+        from grainlite.dataset import batching
+
+        return batching.BatchMapDataset(
+            self, batch_size, drop_remainder=drop_remainder, batch_fn=batch_fn
+        )
+
+    def filter(self, transform: Any) -> MapDataset[T]:
+        """Keeps elements for which ``transform`` is true; the others become ``None`` holes."""
+        from grainlite.dataset import transforms
+
+        return transforms.FilterMapDataset(self, transform)
+
+    def map(self, transform: Any) -> MapDataset:
+        """Applies a ``Map`` (or a plain callable) to each element."""
+        from grainlite.dataset import transforms
+
+        return transforms.MapMapDataset(self, transform)
+
+    def random_map(self, transform: Any, *, seed: int | None = None) -> MapDataset:
+        """Applies a ``RandomMap`` with a generator that depends only on the seed and the index."""
+        from grainlite.dataset import transforms
+
+        return transforms.RandomMapMapDataset(self, transform, seed=seed)
+
+    def map_with_index(self, transform: Any) -> MapDataset:
+        """Applies a ``MapWithIndex`` (or a callable of ``(index, element)``)."""
+        from grainlite.dataset import transforms
+
+        return transforms.MapWithIndexMapDataset(self, transform)
+
+    def shuffle(self, seed: int | None = None) -> MapDataset[T]:
+        """A global shuffle, bit-exact with Grain's, reshuffled in each epoch of an endless view."""
+        from grainlite.dataset import shuffle
+
+        return shuffle.ShuffleMapDataset(self, seed=seed)
+
+    def seed(self, seed: int) -> MapDataset[T]:
+        """Sets the default seed that downstream random nodes without their own seed derive from."""
+        from grainlite.dataset import seeding
+
+        return seeding.with_seed(self, seed)
+
+    def repeat(
+        self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True
+    ) -> MapDataset[T]:
+        """Repeats the dataset ``num_epochs`` times (``None``: endlessly)."""
+        from grainlite.dataset import repeat
+
+        return repeat.RepeatMapDataset(
+            self, num_epochs=num_epochs, reseed_each_epoch=reseed_each_epoch
+        )
+
+    def slice(self, sl: builtins.slice) -> MapDataset[T]:
+        """The elements ``sl`` selects, as a view (``ds[start:stop:step]``)."""
+        from grainlite.dataset import slicing
+
+        return slicing.SliceMapDataset(self, sl)
+
+    def apply(self, transformations: Any) -> MapDataset:
+        """Applies a transformation or a list of them (Map, RandomMap, Filter, Batch, ...)."""
+        from grainlite.dataset import apply
+
+        return apply.apply_transformations(self, transformations)
+
+    def to_iter_dataset(
+        self, read_options: Any = None, *, allow_nones: bool = False
+    ) -> IterDataset[T]:
+        """An ``IterDataset`` over the elements in order, read in blocks, holes skipped."""
+        from grainlite.dataset import to_iter
+
+        return to_iter.ToIterDataset(self, read_options=read_options, allow_nones=allow_nones)
+
+
+class IterDataset(_Dataset, Generic[T], abc.ABC):
+    """A recipe for iterators: each ``iter(ds)`` is a fresh pass with its own position."""
+
+    def __init__(
+        self, parents: MapDataset | IterDataset | Sequence[MapDataset | IterDataset] = ()
+    ) -> None:
+        super().__init__(parents)
+
+    @abc.abstractmethod
+    def __iter__(self) -> DatasetIterator[T]:
+        """A new iterator at the start of the stream."""
+
+    @staticmethod
+    def mix(
+        datasets: Sequence[IterDataset] | Mapping[str, IterDataset],
+        weights: Sequence[float] | Mapping[str, float] | None = None,
+    ) -> IterDataset:
+        """Interleaves ``datasets`` in proportion to ``weights``, until one of them ends."""
+        from grainlite.dataset import combining
+
+        return combining.MixedIterDataset(datasets, weights)
+
+    def batch(
+        self,
+        batch_size: int,
+        *,
+        drop_remainder: bool = False,
+        batch_fn: Callable[[Sequence[T]], S] | None = None,
+    ) -> IterDataset:
+        """Groups consecutive elements into batches (numpy arrays stacked leaf by leaf)."""
+        from grainlite.dataset import batching
+
+        return batching.BatchIterDataset(
+            self, batch_size, drop_remainder=drop_remainder, batch_fn=batch_fn
+        )
+
+    def filter(self, transform: Any) -> IterDataset[T]:
+        """Keeps elements for which ``transform`` is true."""
+        from grainlite.dataset import transforms
+
+        return transforms.FilterIterDataset(self, transform)
+
+    def map(self, transform: Any) -> IterDataset:
+        """Applies a ``Map`` (or a plain callable) to each element."""
+        from grainlite.dataset import transforms
+
+        return transforms.MapIterDataset(self, transform)
+
+    def random_map(self, transform: Any, *, seed: int | None = None) -> IterDataset:
+        """Applies a ``RandomMap`` with a generator derived from the seed and the element count."""
+        from grainlite.dataset import transforms
+
+        return transforms.RandomMapIterDataset(self, transform, seed=seed)
+
+    def map_with_index(self, transform: Any) -> IterDataset:
+        """Applies a ``MapWithIndex`` (or a callable of ``(index, element)``)."""
+        from grainlite.dataset import transforms
+
+        return transforms.MapWithIndexIterDataset(self, transform)
+
+    def seed(self, seed: int) -> IterDataset[T]:
+        """Sets the default seed that downstream random nodes without their own seed derive from."""
+        from grainlite.dataset import seeding
+
+        return seeding.with_seed(self, seed)
+
+    def apply(self, transformations: Any) -> IterDataset:
+        """Applies a transformation or a list of them (Map, RandomMap, Filter, Batch, ...)."""
+        from grainlite.dataset import apply
+
+        return apply.apply_transformations(self, transformations)
+
+    def mp_prefetch(
+        self,
+        options: Any = None,
+        worker_init_fn: Callable[[int, int], None] | None = None,
+        sequential_slice: bool = False,
+    ) -> IterDataset[T]:
+        """Runs this pipeline in grainlite worker processes, interleaving their output."""
+        from grainlite.dataset import mp_prefetch
+
+        return mp_prefetch.MultiprocessPrefetchIterDataset(
+            self, options, worker_init_fn=worker_init_fn, sequential_slice=sequential_slice
+        )
+
+    def prefetch(self, multiprocessing_options: Any) -> IterDataset[T]:
+        """Deprecated spelling of :meth:`mp_prefetch` (Grain's); kept so old code runs."""
+        from grainlite.dataset import mp_prefetch
+
+        return mp_prefetch.deprecated_prefetch(self, multiprocessing_options)
+
+
+class DatasetIterator(Generic[T], Iterator[T], abc.ABC):
+    """One pass over a dataset, with a JSON-able position.
+
+    ``get_state()`` returns a dict of plain JSON values (the shapes equal Grain's for every node);
+    ``set_state(state)`` moves the iterator there, so the next element is the one that followed
+    when the state was taken. ``close()`` releases threads, processes and shared memory of this
+    iterator and every iterator it reads from; it is idempotent and also runs on ``with`` exit.
+    """
+
+    def __init__(self, parents: DatasetIterator | Sequence[DatasetIterator] = ()) -> None:
+        self._parents = _as_parents(parents)
+        self._closed = False
+
+    @property
+    def _parent(self) -> DatasetIterator:
+        parents: tuple[Any, ...] = getattr(self, "_parents", ())
+        if len(parents) != 1:
+            raise ValueError(
+                f"{type(self).__name__} has {len(parents)} parent iterators; `_parent` is "
+                "defined for iterators with exactly one."
+            )
+        return parents[0]
+
+    def __iter__(self) -> DatasetIterator[T]:
+        return self
+
+    @abc.abstractmethod
+    def __next__(self) -> T:
+        """The next element; ``StopIteration`` at the end of the stream."""
+
+    @abc.abstractmethod
+    def get_state(self) -> dict[str, Any]:
+        """The position after the last element returned, as JSON-able values."""
+
+    @abc.abstractmethod
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Moves to the position ``state`` (from ``get_state`` here or in Grain)."""
+
+    def close(self) -> None:
+        """Releases this iterator's resources and those of every iterator it reads from."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        for parent in getattr(self, "_parents", ()):
+            if isinstance(parent, DatasetIterator) or hasattr(parent, "close"):
+                parent.close()
+
+    def __enter__(self) -> DatasetIterator[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

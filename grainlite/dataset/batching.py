@@ -1,0 +1,230 @@
+"""``batch`` for both dataset kinds: consecutive elements stacked leaf by leaf.
+
+Batches are made by ``batch_fn(list_of_elements)``, by default
+:func:`grainlite.transforms.batch.make_batch`, the function the ``DataLoader``'s ``Batch`` uses
+(its arrays equal Grain's for dicts, tuples, namedtuples, scalars, strings and ``None`` leaves).
+The rules, learned by running Grain 0.2.18:
+
+* ``MapDataset.batch``: batch ``i`` holds elements ``[i * batch_size, (i + 1) * batch_size)``
+  of the parent; there are ``ceil(n / batch_size)`` batches, or ``n // batch_size`` with
+  ``drop_remainder`` (the short last batch is left out). ``ds[i]`` past the end, or negative,
+  reads the parent's later (or earlier) epochs: with ``e, b = divmod(i, len(ds))`` it is batch
+  ``b`` over parent indices offset by ``e * n``, so a shuffle or a random_map upstream gives that
+  epoch's elements (a parent that wraps gives the same ones again). It cannot follow a
+  ``filter`` or a ``FlatMapMapDataset`` anywhere upstream (their ``None`` holes would land inside
+  batches): that raises ValueError at construction, and the fix is to batch after
+  ``to_iter_dataset()``. A user's node that returns ``None`` is not detected: a batch of only
+  ``None`` is ``None``, a batch mixing ``None`` with elements raises ValueError, and a custom
+  ``batch_fn`` receives the ``None`` values as they are.
+* ``IterDataset.batch``: pulls ``batch_size`` elements per batch; the last, short batch is
+  yielded unless ``drop_remainder``. Its state *is* the parent's state (nothing is buffered
+  between batches), and an exception from the parent loses the elements already pulled for
+  that batch.
+* ``batch_size`` must be a positive int (ValueError "batch_size must be positive." for 0 or less,
+  TypeError for a non-integer); a ``batch_fn`` that is not callable is a TypeError.
+
+A ``MapDataset`` batch reads all its elements with one ``_getitems`` call on the parent (blocks of
+batches with one call for the block) and stacks once; the iterator pulls with ``islice``, which
+calls the parent's ``__next__`` from C, with no Python work per element.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.sources import as_index
+from grainlite.dataset.transforms import parent_getitems
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.transforms.batch import make_batch, validate_batch_size
+
+
+def stack(values: list[Any]) -> Any:
+    """The default ``batch_fn``: :func:`make_batch`, with a hint when ``None`` holes broke it."""
+    try:
+        return make_batch(values)
+    except GrainliteValueError as error:
+        holes = [position for position, value in enumerate(values) if value is None]
+        if not holes:
+            raise
+        raise GrainliteValueError(
+            f"{error} The batch has None at positions {holes}: None marks an element a sparse "
+            "transformation (such as filter) removed. Batch after to_iter_dataset(), which "
+            "skips them: ds.to_iter_dataset().batch(...)."
+        ) from error
+
+
+def _check_arguments(batch_size: Any, batch_fn: Any) -> tuple[int, Callable[[list[Any]], Any]]:
+    size = validate_batch_size(batch_size)
+    if batch_fn is None:
+        return size, stack
+    if not callable(batch_fn):
+        raise GrainliteTypeError(
+            f"batch_fn must be callable or None (got {batch_fn!r} of type "
+            f"{type(batch_fn).__name__}); pass a function from the list of elements to the "
+            "batch, or None to stack them."
+        )
+    return size, batch_fn
+
+
+def _hole_maker_upstream(dataset: MapDataset) -> str | None:
+    """The Grain name of a node at or above ``dataset`` that leaves ``None`` holes, if any."""
+    from grainlite.dataset.flat_map import FlatMapMapDataset
+    from grainlite.dataset.transforms import FilterMapDataset
+
+    pending, seen = [dataset], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, FilterMapDataset):
+            return "MapDataset.filter"
+        if isinstance(node, FlatMapMapDataset):
+            return "FlatMapMapDataset"
+        pending.extend(p for p in getattr(node, "parents", ()) if isinstance(p, MapDataset))
+    return None
+
+
+class BatchMapDataset(MapDataset):
+    """``MapDataset.batch``: batch ``i`` stacks parent elements ``i * batch_size`` onwards.
+
+    Args:
+      parent: the ``MapDataset`` to batch (no filter upstream).
+      batch_size: elements per batch, a positive int.
+      drop_remainder: leave out the last batch when it is short.
+      batch_fn: makes a batch from the list of elements; ``None`` stacks them.
+    """
+
+    def __init__(
+        self,
+        parent: MapDataset,
+        batch_size: int,
+        drop_remainder: bool = False,
+        batch_fn: Callable[[Sequence[Any]], Any] | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._batch_size, self._batch_fn = _check_arguments(batch_size, batch_fn)
+        self._drop_remainder = bool(drop_remainder)
+        hole_maker = _hole_maker_upstream(parent)
+        if hole_maker is not None:
+            raise GrainliteValueError(
+                f"`MapDataset.batch` can not follow `{hole_maker}` because `{hole_maker}` can "
+                "discard elements, which would leave holes inside batches. Convert `MapDataset` "
+                "to `IterDataset` with `to_iter_dataset()` before calling `batch`."
+            )
+
+    def __len__(self) -> int:
+        size = len(self._parent)
+        if self._drop_remainder:
+            return size // self._batch_size
+        return -(-size // self._batch_size)
+
+    def _batch_rows(self, index: int, length: int) -> range:
+        epoch, batch = divmod(index, length)
+        total = len(self._parent)
+        start = batch * self._batch_size
+        return range(epoch * total + start, epoch * total + min(start + self._batch_size, total))
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        index = as_index(index, "BatchMapDataset")
+        length = len(self)
+        if length == 0:
+            raise ZeroDivisionError(
+                f"BatchMapDataset index {index} cannot be read: the dataset has no batches "
+                f"({len(self._parent)} elements, batch_size={self._batch_size}, "
+                f"drop_remainder={self._drop_remainder}); batch a larger dataset, or keep the "
+                "short batch with drop_remainder=False."
+            )
+        rows = self._batch_rows(index, length)
+        return self._batch_fn(parent_getitems(self._parent)(rows))
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        if len(indices) <= 1:
+            return [self[int(index)] for index in indices]
+        length, size, total = len(self), self._batch_size, len(self._parent)
+        if length == 0:
+            return [self[int(index)] for index in indices]
+        epochs, batches = np.divmod(np.asarray(indices, dtype=np.int64), length)
+        sizes = np.minimum(size, total - batches * size)  # only an epoch's last batch is short
+        offsets = np.arange(size)
+        rows = (epochs * total + batches * size)[:, np.newaxis] + offsets
+        values = parent_getitems(self._parent)(rows[offsets < sizes[:, np.newaxis]].tolist())
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        batch_fn = self._batch_fn
+        return [batch_fn(values[a:b]) for a, b in itertools.pairwise(bounds.tolist())]
+
+    def __str__(self) -> str:
+        return (
+            f"BatchMapDataset(batch_size={self._batch_size}, drop_remainder={self._drop_remainder})"
+        )
+
+
+class BatchIterDataset(IterDataset):
+    """``IterDataset.batch``: ``batch_size`` consecutive elements of the stream per batch.
+
+    Args:
+      parent: the ``IterDataset`` to batch.
+      batch_size: elements per batch, a positive int.
+      drop_remainder: leave out the last batch when it is short.
+      batch_fn: makes a batch from the list of elements; ``None`` stacks them.
+    """
+
+    def __init__(
+        self,
+        parent: IterDataset,
+        batch_size: int,
+        drop_remainder: bool = False,
+        batch_fn: Callable[[Sequence[Any]], Any] | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._batch_size, self._batch_fn = _check_arguments(batch_size, batch_fn)
+        self._drop_remainder = bool(drop_remainder)
+
+    def __iter__(self) -> BatchDatasetIterator:
+        return BatchDatasetIterator(
+            iter(self._parent), self._batch_size, self._drop_remainder, self._batch_fn
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"BatchIterDataset(batch_size={self._batch_size}, "
+            f"drop_remainder={self._drop_remainder})"
+        )
+
+
+class BatchDatasetIterator(DatasetIterator):
+    """Yields batches of the parent iterator's elements; its state is the parent's state."""
+
+    def __init__(
+        self,
+        parent: DatasetIterator,
+        batch_size: int,
+        drop_remainder: bool,
+        batch_fn: Callable[[list[Any]], Any],
+    ) -> None:
+        super().__init__(parent)
+        self._batch_size = batch_size
+        self._drop_remainder = drop_remainder
+        self._batch_fn = batch_fn
+
+    def __next__(self) -> Any:
+        values = list(itertools.islice(self._parent, self._batch_size))
+        if not values or (self._drop_remainder and len(values) < self._batch_size):
+            raise StopIteration
+        return self._batch_fn(values)
+
+    def get_state(self) -> dict[str, Any]:
+        """The parent's state: a batch iterator holds nothing between batches."""
+        return self._parent.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Moves the parent to ``state``."""
+        self._parent.set_state(state)

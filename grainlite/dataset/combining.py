@@ -1,0 +1,225 @@
+"""MapDatasets built from several: ``mix``, ``concatenate`` and ``select_from_datasets``.
+
+The rules, learned by running Grain 0.2.18:
+
+* ``MapDataset.mix(datasets, weights)`` interleaves the inputs in a fixed order set by the
+  weights (see :mod:`grainlite.dataset.mix_selection`): ``[1, 2]`` reads ``a b b a b b ...``.
+  Its length stops before any input would run out at its own rate; ``ds[i]`` for ``i`` past the
+  end (or negative) keeps following the same pattern, and each input wraps its own index.
+  Every input must have at least one element.
+* ``MapDataset.concatenate(datasets)`` is each input in turn. ``ds[i]`` past the end (or
+  negative) reads the inputs' later (or earlier) epochs: with ``e, p = divmod(i, len(ds))``,
+  position ``p`` falls in input ``k`` at local index ``j``, and the read is
+  ``datasets[k][e * len(datasets[k]) + j]`` (the same element again for inputs that wrap).
+* ``MapDataset.select_from_datasets(datasets, selection_map)`` has ``len(selection_map)``
+  elements; ``ds[i]`` reads ``datasets[k][j]`` for ``(k, j) = selection_map[i]``, with ``i``
+  passed to the map unchanged (the map decides what indices past its length mean).
+* ``IterDataset.mix`` lives in :mod:`grainlite.dataset.mix_iter` (re-exported here).
+
+Blocks of indices go through one ``_getitems`` call per input.
+"""
+
+from __future__ import annotations
+
+import bisect
+import builtins
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from grainlite.dataset.base import MapDataset
+from grainlite.dataset.mix_iter import MixedDatasetIterator, MixedIterDataset
+from grainlite.dataset.mix_selection import MixSelection, integer_proportions, mixed_length
+from grainlite.dataset.sources import as_index
+from grainlite.dataset.transforms import parent_getitems
+from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError
+
+__all__ = [
+    "ConcatenateMapDataset",
+    "MixedDatasetIterator",
+    "MixedIterDataset",
+    "MixedMapDataset",
+    "SelectionIndexError",
+    "SelectionMapDataset",
+]
+
+
+class SelectionIndexError(GrainliteError, IndexError):
+    """A selection map named a dataset that does not exist (an IndexError, as in Grain)."""
+
+
+def _check_map_datasets(datasets: Any, method: str) -> tuple[MapDataset, ...]:
+    if isinstance(datasets, MapDataset | Mapping) or not isinstance(datasets, Sequence):
+        raise GrainliteTypeError(
+            f"MapDataset.{method} takes a sequence of MapDatasets (got a single object of type "
+            f"{type(datasets).__name__}); pass a list such as [ds_a, ds_b]."
+        )
+    for position, dataset in enumerate(datasets):
+        if not isinstance(dataset, MapDataset):
+            raise GrainliteTypeError(
+                f"MapDataset.{method} got {dataset!r} of type {type(dataset).__name__} at "
+                f"position {position}; every input must be a MapDataset (an IterDataset mixes "
+                "with IterDataset.mix)."
+            )
+    return tuple(datasets)
+
+
+def _gather(which: np.ndarray, inner: np.ndarray, parents: Sequence[Any]) -> list[Any]:
+    """``[parents[which[n]][inner[n]] for n ...]`` with one ``_getitems`` call per parent."""
+    if not which.size:
+        return []
+    first = int(which[0])
+    if (which == first).all():  # the common case for a block of a concatenation
+        return list(parent_getitems(parents[first])(inner.tolist()))
+    order = np.argsort(which, kind="stable")
+    grouped = which[order]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]).tolist()
+    gathered: list[Any] = []
+    for start, stop in zip(starts, [*starts[1:], len(order)]):
+        read = parent_getitems(parents[int(grouped[start])])
+        gathered.extend(read(inner[order[start:stop]].tolist()))
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    return list(map(gathered.__getitem__, inverse.tolist()))
+
+
+class MixedMapDataset(MapDataset):
+    """``MapDataset.mix``: the inputs interleaved in proportion to ``weights``.
+
+    Args:
+      datasets: the ``MapDataset`` inputs, each with at least one element.
+      weights: one positive weight per input; ``None`` mixes them equally.
+    """
+
+    def __init__(self, datasets: Sequence[MapDataset], weights: Sequence[float] | None = None):
+        parents = _check_map_datasets(datasets, "mix")
+        if not parents:
+            raise GrainliteValueError(
+                "MapDataset.mix got no datasets; pass at least one MapDataset to mix."
+            )
+        super().__init__(parents)
+        lengths = [len(parent) for parent in parents]
+        empty = [k for k, length in enumerate(lengths) if length == 0]
+        if empty:
+            raise GrainliteValueError(
+                f"All datasets must have positive length for mixing, but the dataset(s) at "
+                f"position(s) {empty} have length 0; leave empty datasets out of the mix."
+            )
+        self._selection = MixSelection(integer_proportions(weights, len(parents)))
+        self._length = mixed_length(lengths, self._selection.proportions)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        k, inner = self._selection.locate(as_index(index, "MixedMapDataset"))
+        return self._parents[k][inner]
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        which, inner = self._selection.locate_many(indices)
+        return _gather(which, inner, self._parents)
+
+    def __str__(self) -> str:
+        return f"MixedMapDataset(proportions={list(self._selection.proportions)})"
+
+
+class ConcatenateMapDataset(MapDataset):
+    """``MapDataset.concatenate``: the elements of each input in turn.
+
+    Args:
+      datasets: the ``MapDataset`` inputs (empty ones contribute nothing).
+    """
+
+    def __init__(self, datasets: Sequence[MapDataset]) -> None:
+        super().__init__(_check_map_datasets(datasets, "concatenate"))
+        self._starts = [0, *itertools.accumulate(len(parent) for parent in self._parents)]
+        self._length = self._starts[-1]
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _check_not_empty(self, index: Any) -> None:
+        if self._length == 0:
+            raise ZeroDivisionError(
+                f"ConcatenateMapDataset index {index!r} cannot be read: every input is empty "
+                "(total length 0); concatenate at least one non-empty dataset."
+            )
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        index = as_index(index, "ConcatenateMapDataset")
+        self._check_not_empty(index)
+        epoch, position = divmod(index, self._length)
+        k = bisect.bisect_right(self._starts, position) - 1
+        size = self._starts[k + 1] - self._starts[k]
+        return self._parents[k][epoch * size + position - self._starts[k]]
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        if not len(indices):
+            return []
+        self._check_not_empty(indices[0])
+        epochs, positions = np.divmod(np.asarray(indices, dtype=np.int64), self._length)
+        starts = np.asarray(self._starts, dtype=np.int64)
+        which = np.searchsorted(starts, positions, side="right") - 1
+        sizes = np.diff(starts)
+        return _gather(which, epochs * sizes[which] + positions - starts[which], self._parents)
+
+    def __str__(self) -> str:
+        return f"ConcatenateMapDataset([{len(self._parents)} parents])"
+
+
+class SelectionMapDataset(MapDataset):
+    """``MapDataset.select_from_datasets``: elements routed by a ``DatasetSelectionMap``.
+
+    Args:
+      datasets: the ``MapDataset`` inputs.
+      selection_map: ``len(selection_map)`` is the length; ``selection_map[i]`` is
+        ``(dataset index, index in that dataset)``.
+    """
+
+    def __init__(self, datasets: Sequence[MapDataset], selection_map: Any) -> None:
+        super().__init__(_check_map_datasets(datasets, "select_from_datasets"))
+        if not (hasattr(selection_map, "__len__") and hasattr(selection_map, "__getitem__")):
+            raise GrainliteTypeError(
+                f"select_from_datasets needs a selection map with __len__ and __getitem__ (got "
+                f"{selection_map!r} of type {type(selection_map).__name__}); subclass "
+                "grain.DatasetSelectionMap and define both."
+            )
+        self._selection_map = selection_map
+
+    def __len__(self) -> int:
+        return len(self._selection_map)
+
+    def _dataset(self, k: Any, index: int) -> MapDataset:
+        if isinstance(k, int | np.integer) and -len(self._parents) <= k < len(self._parents):
+            return self._parents[int(k)]  # type: ignore[no-any-return]
+        raise SelectionIndexError(
+            f"The selection map sent index {index} to dataset {k!r}, but there are only "
+            f"{len(self._parents)} datasets (positions 0 to {len(self._parents) - 1}); make "
+            "its __getitem__ return (dataset position, index in that dataset)."
+        )
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        index = as_index(index, "SelectionMapDataset")
+        k, inner = self._selection_map[index]
+        return self._dataset(k, index)[inner]
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        pairs = [self._selection_map[int(index)] for index in indices]
+        for index, (k, _) in zip(indices, pairs):
+            self._dataset(k, int(index))
+        which = np.asarray([k for k, _ in pairs], dtype=np.int64).reshape(-1)
+        which %= max(len(self._parents), 1)  # Python's negative positions count from the end
+        inner = np.empty(len(pairs), dtype=object)
+        inner[:] = [index for _, index in pairs]
+        return _gather(which, inner, self._parents)
+
+    def __str__(self) -> str:
+        return f"SelectionMapDataset(selection_map={type(self._selection_map).__name__})"

@@ -1,0 +1,184 @@
+"""Grain's FlatMap datasets (``grain.experimental``): one element becomes zero or more elements.
+
+The transform is a ``FlatMapTransform`` (grainlite's or Grain's ``FlatMap``), whose
+``flat_map(element)`` returns the pieces (any iterable). The rules, learned by running Grain
+0.2.18:
+
+* ``FlatMapMapDataset(parent, transform)`` reserves ``transform.max_fan_out`` slots per parent
+  element, so ``len = len(parent) * max_fan_out``. Slot ``i`` holds piece ``i % max_fan_out`` of
+  parent element ``i // max_fan_out``, or ``None`` when that element has fewer pieces (holes,
+  which ``to_iter_dataset`` skips and ``MapDataset.batch`` refuses). An element with more pieces
+  than ``max_fan_out`` is a ValueError; a transform without ``max_fan_out`` is an
+  AttributeError. Indices past the end wrap through the parent.
+* ``FlatMapIterDataset(parent, transform)`` yields every piece of every element in order;
+  ``max_fan_out`` is neither needed nor checked. Its state is
+  ``{"parent": <parent state before the element being split>, "next_index_in_buffer": k}``
+  (``k`` pieces of that element already returned). Restoring re-reads that element and splits it
+  again, so ``flat_map`` must be deterministic.
+
+A block of slots calls ``flat_map`` once per parent element, not once per slot.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.sources import as_index
+from grainlite.dataset.transforms import parent_getitems
+from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError
+
+
+class MissingFanOutError(GrainliteError, AttributeError):
+    """A transform without ``max_fan_out`` given to ``FlatMapMapDataset`` (AttributeError)."""
+
+
+def _flat_map_function(transform: Any) -> Any:
+    method = getattr(transform, "flat_map", None)
+    if isinstance(transform, type) or not callable(method):
+        raise GrainliteTypeError(
+            f"A FlatMap dataset needs a FlatMapTransform instance with a `flat_map` method (got "
+            f"{transform!r} of type {type(transform).__name__}); subclass grain.experimental."
+            "FlatMapTransform, define flat_map(element) -> iterable, and pass an instance."
+        )
+    return method
+
+
+def _max_fan_out(transform: Any) -> int:
+    if not hasattr(transform, "max_fan_out"):
+        raise MissingFanOutError(
+            f"{type(transform).__name__} has no `max_fan_out`; FlatMapMapDataset reserves that "
+            "many slots per element, so set the class attribute, e.g. `max_fan_out = 4`."
+        )
+    fan_out = transform.max_fan_out
+    if isinstance(fan_out, bool) or not isinstance(fan_out, int | np.integer) or fan_out < 1:
+        raise GrainliteValueError(
+            f"max_fan_out must be a positive int (got {fan_out!r} on "
+            f"{type(transform).__name__}); set it to the most pieces one element can split into."
+        )
+    return int(fan_out)
+
+
+class FlatMapMapDataset(MapDataset):
+    """Random access to the pieces of each element, ``max_fan_out`` slots per element.
+
+    Args:
+      parent: the ``MapDataset`` whose elements are split.
+      transform: a ``FlatMapTransform`` with ``max_fan_out``.
+    """
+
+    def __init__(self, parent: MapDataset, transform: Any) -> None:
+        super().__init__(parent)
+        self._transform = transform
+        self._flat_map = _flat_map_function(transform)
+        self._fan_out = _max_fan_out(transform)
+
+    def __len__(self) -> int:
+        return len(self._parent) * self._fan_out
+
+    def _pieces(self, element: Any) -> list[Any]:
+        pieces = list(self._flat_map(element))
+        if len(pieces) > self._fan_out:
+            raise GrainliteValueError(
+                f"The user-provided FlatMapTransform {type(self._transform).__name__} split an "
+                f"element into {len(pieces)} pieces, more than its max_fan_out of "
+                f"{self._fan_out}; raise max_fan_out (above 100 it gets slow) or preprocess the "
+                "data so that elements split into fewer pieces."
+            )
+        return pieces
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        element_index, piece = divmod(as_index(index, "FlatMapMapDataset"), self._fan_out)
+        element = self._parent[element_index]
+        if element is None:
+            return None
+        pieces = self._pieces(element)
+        return pieces[piece] if piece < len(pieces) else None
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        element_indices, piece_indices = np.divmod(
+            np.asarray(indices, dtype=np.int64), self._fan_out
+        )
+        unique, inverse = np.unique(element_indices, return_inverse=True)
+        elements = parent_getitems(self._parent)(unique.tolist())
+        split = [None if element is None else self._pieces(element) for element in elements]
+        out = []
+        for position, piece in zip(inverse.reshape(-1).tolist(), piece_indices.tolist()):
+            pieces = split[position]
+            out.append(pieces[piece] if pieces is not None and piece < len(pieces) else None)
+        return out
+
+    def __str__(self) -> str:
+        return f"FlatMapMapDataset(transform={type(self._transform).__name__})"
+
+
+class FlatMapIterDataset(IterDataset):
+    """Every piece of every element of the parent stream, in order.
+
+    Args:
+      parent: the ``IterDataset`` whose elements are split (a ``MapDataset`` is read through
+        ``to_iter_dataset()``).
+      transform: a ``FlatMapTransform``.
+    """
+
+    def __init__(self, parent: IterDataset, transform: Any) -> None:
+        if isinstance(parent, MapDataset):
+            parent = parent.to_iter_dataset()
+        super().__init__(parent)
+        self._transform = transform
+        self._flat_map = _flat_map_function(transform)
+
+    def __iter__(self) -> FlatMapDatasetIterator:
+        return FlatMapDatasetIterator(iter(self._parent), self._flat_map)
+
+    def __str__(self) -> str:
+        return f"FlatMapIterDataset(transform={type(self._transform).__name__})"
+
+
+class FlatMapDatasetIterator(DatasetIterator):
+    """Splits the parent's elements; state ``{"parent", "next_index_in_buffer"}``."""
+
+    def __init__(self, parent: DatasetIterator, flat_map: Any) -> None:
+        super().__init__(parent)
+        self._flat_map = flat_map
+        self._next_parent = parent.__next__
+        self._parent_state: Any = None  # the parent before the element in the buffer (None:
+        # nothing read yet, so the parent's own state)
+        self._buffer: list[Any] = []
+        self._position = 0  # pieces of the buffer already returned
+
+    def __next__(self) -> Any:
+        position = self._position
+        buffer = self._buffer
+        while position >= len(buffer):
+            self._parent_state = self._parent.get_state()
+            buffer = self._buffer = list(self._flat_map(self._next_parent()))
+            position = self._position = 0
+        self._position = position + 1
+        return buffer[position]
+
+    def get_state(self) -> dict[str, Any]:
+        """``{"parent": <parent state before the element being split>,
+        "next_index_in_buffer": <pieces of it already returned>}``."""
+        parent_state = self._parent_state
+        if parent_state is None:
+            parent_state = self._parent.get_state()
+        return {"parent": parent_state, "next_index_in_buffer": self._position}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Re-reads the element being split at ``state`` and skips the pieces returned."""
+        parent_state = state["parent"]
+        position = int(state["next_index_in_buffer"])
+        self._parent.set_state(parent_state)
+        self._parent_state = parent_state
+        try:
+            self._buffer = list(self._flat_map(self._next_parent()))
+        except StopIteration:
+            self._buffer = []  # a state taken at the end: next() ends the stream again
+        self._position = position

@@ -1,0 +1,139 @@
+"""``IterDataset.mix``: several streams interleaved in proportion to weights.
+
+The rules, learned by running Grain 0.2.18:
+
+* ``IterDataset.mix(datasets, weights)`` reads its inputs in the order ``MapDataset.mix`` uses
+  and stops for good as soon as the input whose turn it is has run out (or raised). A mapping of
+  datasets is read in sorted-key order, its weights (a mapping by key, or a sequence in
+  sorted-key order) likewise; ``MapDataset`` inputs are read through ``to_iter_dataset()``.
+  The state is ``{"parents": [...] or {key: ...}, "index": <positions taken>, "stop": bool}``,
+  where ``index`` counts the failed read that ended the stream too.
+
+The order is the one :mod:`grainlite.dataset.mix_selection` computes, tabulated once per
+dataset, so a ``next()`` costs a table read and the selected input's ``__next__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.mix_selection import MixSelection, integer_proportions
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+
+
+class MixedIterDataset(IterDataset):
+    """``IterDataset.mix``: the inputs' streams interleaved in proportion to ``weights``.
+
+    Args:
+      datasets: a sequence of datasets, or a mapping from names to datasets (read in sorted-key
+        order); ``MapDataset`` inputs are read through ``to_iter_dataset()``.
+      weights: one positive weight per input (a sequence, or a mapping by name); ``None`` mixes
+        them equally.
+    """
+
+    def __init__(
+        self,
+        datasets: Sequence[Any] | Mapping[str, Any],
+        weights: Sequence[float] | Mapping[str, float] | None = None,
+    ) -> None:
+        self._keys: list[Any] | None = None
+        if isinstance(datasets, Mapping):
+            self._keys = sorted(datasets)
+            inputs = [datasets[key] for key in self._keys]
+        elif isinstance(datasets, Sequence) and not isinstance(datasets, IterDataset | MapDataset):
+            inputs = list(datasets)
+        else:
+            raise GrainliteTypeError(
+                f"IterDataset.mix takes a sequence or a mapping of datasets (got a single object "
+                f"of type {type(datasets).__name__}); pass e.g. [ds_a, ds_b] or "
+                '{"a": ds_a, "b": ds_b}.'
+            )
+        if not inputs:
+            raise GrainliteValueError(
+                "IterDataset.mix got no datasets; pass at least one dataset to mix."
+            )
+        for position, dataset in enumerate(inputs):
+            if isinstance(dataset, MapDataset):
+                inputs[position] = dataset.to_iter_dataset()
+            elif not isinstance(dataset, IterDataset):
+                raise GrainliteTypeError(
+                    f"IterDataset.mix got {dataset!r} of type {type(dataset).__name__} as input "
+                    f"{position}; every input must be an IterDataset or a MapDataset."
+                )
+        super().__init__(inputs)
+        if isinstance(weights, Mapping):
+            if self._keys is None or set(weights) != set(self._keys):
+                raise GrainliteValueError(
+                    f"IterDataset.mix weights {dict(weights)!r} are keyed by name, so the "
+                    f"datasets must be a mapping with the same keys (got "
+                    f"{self._keys if self._keys is not None else 'a sequence'}); key both by "
+                    "the same names, or pass the weights as a list."
+                )
+            weights = [weights[key] for key in self._keys]
+        self._selection = MixSelection(integer_proportions(weights, len(inputs)))
+
+    def __iter__(self) -> MixedDatasetIterator:
+        return MixedDatasetIterator([iter(parent) for parent in self._parents], self)
+
+    def __str__(self) -> str:
+        return (
+            f"MixedIterDataset([{len(self._parents)} parents], "
+            f"proportions={list(self._selection.proportions)})"
+        )
+
+
+class MixedDatasetIterator(DatasetIterator):
+    """Iterates a :class:`MixedIterDataset`; state ``{"parents", "index", "stop"}``."""
+
+    def __init__(self, parents: list[DatasetIterator], dataset: MixedIterDataset) -> None:
+        super().__init__(parents)
+        self._keys = dataset._keys
+        selection = dataset._selection
+        self._which = selection.owner_table()  # tabulated once, before the first element
+        self._period = selection.period
+        self._dataset_of = selection.dataset_of
+        self._nexts = [parent.__next__ for parent in parents]
+        self._index = 0
+        self._stop = False
+
+    def __next__(self) -> Any:
+        if self._stop:
+            raise StopIteration
+        index = self._index
+        self._index = index + 1
+        which = self._which
+        k = which[index % self._period] if which is not None else self._dataset_of(index)
+        try:
+            return self._nexts[k]()
+        except BaseException:
+            self._stop = True  # an input that ran out (or failed) ends the mix for good
+            raise
+
+    def get_state(self) -> dict[str, Any]:
+        """``{"parents": <each input's state>, "index": <positions taken>, "stop": bool}``."""
+        states = [parent.get_state() for parent in self._parents]
+        parents: Any = states if self._keys is None else dict(zip(self._keys, states))
+        return {"parents": parents, "index": self._index, "stop": self._stop}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Moves every input, the position count and the stop flag to ``state``."""
+        parents = state["parents"]
+        if self._keys is not None:
+            if not isinstance(parents, Mapping) or set(parents) != set(self._keys):
+                raise GrainliteValueError(
+                    f"This mix reads datasets named {self._keys}, but the state's parents are "
+                    f"{list(parents) if isinstance(parents, Mapping) else parents!r}; restore a "
+                    "state saved from a mix of the same named datasets."
+                )
+            parents = [parents[key] for key in self._keys]
+        elif isinstance(parents, Mapping) or len(parents) != len(self._parents):
+            raise GrainliteValueError(
+                f"This mix reads {len(self._parents)} datasets, but the state's parents are "
+                f"{parents!r}; restore a state saved from a mix of the same datasets."
+            )
+        for parent, parent_state in zip(self._parents, parents):
+            parent.set_state(parent_state)
+        self._index = int(state["index"])
+        self._stop = bool(state["stop"])

@@ -1,0 +1,224 @@
+"""``IterDataset.mp_prefetch``: the pipeline runs in grainlite's worker processes.
+
+``num_workers=W`` starts W worker processes of grainlite's engine (:mod:`grainlite.engine`, the
+DataLoader's: shared-memory transport for numpy arrays, credits per ``per_worker_buffer_size``,
+leak-free shutdown). Worker ``w`` runs the pipeline restricted to its share of the elements
+(:mod:`grainlite.dataset.worker_slicing`); the parent takes one element from each worker in turn,
+skipping finished workers, which is Grain's order. ``num_workers=0`` iterates the pipeline in this
+process (the iterator is the pipeline's own, as in Grain).
+
+The state has the shape of Grain's (an interleave over the workers' iterators)::
+
+    {"next_index_in_cycle": w, "next_index_in_datasets": W, "iterators_in_use_indices": [0..W-1],
+     "iterators_in_use_states": [state of each worker's iterator], "exhausted": [0 or 1 each],
+     "future_states": {}}
+
+so a state saved by Grain restores here and the other way round. ``set_state`` on a running
+iterator moves its workers without starting new processes.
+
+Where it differs from Grain: an exception raised in a worker is re-raised at that element's place
+and the stream goes on after it (Grain ends the failing worker's share); batches with
+``drop_remainder=True`` before ``mp_prefetch`` give the batches of one worker (Grain loses
+elements, google/grain#1129; the rule is in :mod:`~grainlite.dataset.worker_slicing`); workers
+never need absl flags (google/grain#1355) and keep JAX on the CPU (google/grain#820, #1199).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from grainlite.dataset import worker_slicing
+from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.mp_state import decode_state, encode_state
+from grainlite.dataset.worker_pipeline import DatasetPipeline
+from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError
+from grainlite.loader.failures import FailedElement, hide_internal_frames
+from grainlite.loader.options import MultiprocessingOptions
+from grainlite.loader.state import IteratorPosition
+
+# Grain's mp_prefetch() without options runs this many workers.
+_DEFAULT_WORKERS = 10
+
+
+def _check_options(options: Any) -> Any:
+    if options is None:
+        return MultiprocessingOptions(num_workers=_DEFAULT_WORKERS)
+    workers = getattr(options, "num_workers", None)
+    buffer = getattr(options, "per_worker_buffer_size", None)
+    for name, value in (("num_workers", workers), ("per_worker_buffer_size", buffer)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise GrainliteTypeError(
+                f"mp_prefetch options must be a MultiprocessingOptions with an int {name} >= 0 "
+                f"(got {options!r}); pass grain.MultiprocessingOptions(num_workers=N, "
+                "per_worker_buffer_size=M)."
+            )
+    return options
+
+
+class _Workers(NamedTuple):
+    """The process layout the engine reads: how many workers."""
+
+    worker_count: int
+
+
+class MultiprocessPrefetchIterDataset(IterDataset):
+    """Runs ``parent`` in worker processes and interleaves their elements round-robin.
+
+    Args:
+      parent: the pipeline to run; it is cloudpickled to each worker.
+      multiprocessing_options: ``num_workers`` (0: in this process) and
+        ``per_worker_buffer_size`` (finished elements each worker keeps ready; 0 works as 1).
+        ``None`` gives Grain's default of 10 workers.
+      worker_init_fn: called as ``worker_init_fn(worker_index, worker_count)`` once in each worker
+        process before its first element.
+      sequential_slice: give worker ``w`` the ``w``-th contiguous range of the elements instead
+        of every ``W``-th element.
+    """
+
+    # As in Grain, a ds.seed(...) below the workers does not reach random nodes after them.
+    hides_upstream_seeds = True
+
+    def __init__(
+        self,
+        parent: IterDataset,
+        multiprocessing_options: Any = None,
+        worker_init_fn: Callable[[int, int], None] | None = None,
+        sequential_slice: bool = False,
+    ) -> None:
+        super().__init__(parent)
+        self._options = _check_options(multiprocessing_options)
+        self._worker_init_fn = worker_init_fn
+        self._sequential_slice = bool(sequential_slice)
+
+    @property
+    def multiprocessing_options(self) -> Any:
+        """The process settings."""
+        return self._options
+
+    def __iter__(self) -> DatasetIterator:
+        if self._options.num_workers == 0:
+            return self._parent.__iter__()
+        return MultiprocessPrefetchDatasetIterator(self)
+
+    def __str__(self) -> str:
+        return f"MultiprocessPrefetchIterDataset(multiprocessing_options={self._options})"
+
+
+def deprecated_prefetch(ds: IterDataset, multiprocessing_options: Any) -> IterDataset:
+    """``ds.prefetch(options)``: Grain's old name for ``mp_prefetch``; warns as Grain does."""
+    warnings.warn("Please use `mp_prefetch` instead.", DeprecationWarning, stacklevel=3)
+    return MultiprocessPrefetchIterDataset(ds, multiprocessing_options)
+
+
+class MultiprocessPrefetchDatasetIterator(DatasetIterator):
+    """The parent's side of ``mp_prefetch``: worker processes, their merge order, the state.
+
+    Workers start at the first ``next()``; they end on :meth:`close`, at the end of the stream, on
+    an error the stream cannot go on after, on Ctrl-C and when the iterator is garbage collected
+    (the engine's process group finalizer: no ``__del__`` here). What no handler covers: a
+    SIGKILL of this process; its workers then exit when their socket closes.
+    """
+
+    def __init__(self, dataset: MultiprocessPrefetchIterDataset) -> None:
+        super().__init__()
+        self._dataset = dataset
+        self._workers = dataset.multiprocessing_options.num_workers
+        worker_slicing.check_sliceable(dataset._parent, self._workers)
+        if worker_slicing.drops_a_partial_batch_per_worker(dataset._parent, self._workers):
+            warnings.warn(
+                f"mp_prefetch with {self._workers} workers over a batch(drop_remainder=True) "
+                "that a filter, flat map or custom node feeds: each worker drops its own partial "
+                f"batch, so up to {self._workers - 1} more partial batches are lost than with one "
+                "worker. Move the batch after mp_prefetch (ds.mp_prefetch(...).batch(n, "
+                "drop_remainder=True)) to lose only the stream's last partial batch.",
+                stacklevel=3,
+            )
+        self._pipeline = DatasetPipeline(
+            dataset._parent, dataset._sequential_slice, dataset._worker_init_fn
+        )
+        self._pipeline.pickled()  # an unpicklable pipeline fails here, not in a worker
+        self._initial: list[Any] = [None] * self._workers
+        self._position = IteratorPosition([None] * self._workers, 0, [False] * self._workers)
+        self._stream: Any = None
+        self._stopped_by: BaseException | None = None
+
+    def _start(self) -> Any:
+        from grainlite.engine.parent import WorkerStream
+
+        return WorkerStream(self._pipeline, _Workers(self._workers), self._position, self._dataset)
+
+    def __next__(self) -> Any:
+        stream = self._stream
+        if stream is None:
+            if self._stopped_by is not None:
+                raise _stopped_error(self._stopped_by)
+            if self._closed:
+                raise GrainliteRuntimeError(
+                    "This mp_prefetch iterator was closed; call iter(dataset) for a new one, or "
+                    "set_state(...) to move this one to a saved position and go on from there."
+                )
+            if all(self._position.exhausted):
+                raise StopIteration
+            stream = self._stream = self._start()
+        try:
+            element = stream.next()
+        except StopIteration:
+            self._release()  # every worker is done: end the processes now
+            raise
+        except BaseException as error:  # a dead worker, a failed start, Ctrl-C
+            self._stopped_by = error
+            self._release()
+            raise
+        if element.__class__ is FailedElement:  # raised in a worker: the stream goes on after it
+            raise hide_internal_frames(element.error)
+        return element
+
+    def _release(self) -> None:
+        if self._stream is not None:
+            self._position = self._stream.position()
+            self._stream.close()
+            self._stream = None
+
+    def get_state(self) -> dict[str, Any]:
+        """Grain's ``mp_prefetch`` state: the merge position and every worker's iterator state."""
+        position = self._stream.position() if self._stream is not None else self._position
+        states = list(position.states)
+        for w, state in enumerate(states):
+            if state is None:  # the worker has not delivered yet: its iterator's first state
+                if self._initial[w] is None:
+                    self._initial[w] = self._pipeline.initial_state(w, self._workers)
+                states[w] = self._initial[w]
+        return encode_state(IteratorPosition(states, position.next_worker, position.exhausted))
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Moves to ``state`` (from ``get_state`` here or in Grain with the same worker count)."""
+        position = decode_state(state, self._workers)
+        self._position = position
+        self._stopped_by = None
+        self._closed = False
+        if self._stream is not None:
+            if self._stream.alive:
+                self._stream.restart(position)  # the running workers move: no new processes
+                return
+            self._stream.close()
+            self._stream = None
+
+    def close(self) -> None:
+        """Stops the worker processes and removes their shared memory now. Idempotent."""
+        self._release()
+        super().close()
+
+    def __str__(self) -> str:
+        return f"MultiprocessPrefetchDatasetIterator(workers={self._workers})"
+
+
+def _stopped_error(cause: BaseException) -> GrainliteRuntimeError:
+    error = GrainliteRuntimeError(
+        f"This mp_prefetch iterator stopped at an earlier error ({type(cause).__name__}: "
+        f"{cause}) and cannot go on by itself. Call set_state(iterator.get_state()) to go on "
+        "after the last element it delivered, or iter(dataset) to start over."
+    )
+    error.__cause__ = cause
+    return error

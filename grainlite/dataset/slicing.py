@@ -1,0 +1,110 @@
+"""``ds.slice(sl)`` and ``ds[start:stop:step]``: a view of the elements a Python slice selects.
+
+``len(view) == len(range(len(ds))[sl])`` and ``view[k]`` is ``ds[r[k]]`` for ``r`` that range.
+Past the end, Grain reads epoch ``e, k = divmod(i, len(view))`` of the view at
+``ds[e * len(ds) + r[k]]``, so nodes below that vary by epoch (a ``random_map``) draw new
+numbers in each epoch of a repeat.
+
+One rule differs from Grain, where Grain has a bug (google/grain#1200): when a shuffle is below
+the view, ``e * len(ds) + r[k]`` is a position in a *different* permutation, so later epochs of
+``shuffle → slice → repeat`` read elements outside the slice (a train split leaking into the
+validation split). Here a view over a shuffle wraps within itself instead (``view[i]`` is
+``view[i % len(view)]``): every epoch has exactly the slice's elements. Shuffle above the slice
+(``ds[a:b].shuffle(seed)``) to get a new order in every epoch.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from grainlite.dataset.base import MapDataset
+from grainlite.dataset.sources import as_index
+from grainlite.dataset.transforms import parent_getitems
+from grainlite.errors import GrainliteValueError
+
+_INT64_SAFE = 2**62
+
+
+def _reorders_by_epoch(ds: Any) -> bool:
+    """Whether ``ds`` or a node below it permutes differently in each epoch (a shuffle)."""
+    stack, seen = [ds], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if "Shuffle" in type(node).__name__:
+            return True
+        stack.extend(getattr(node, "_parents", ()))
+    return False
+
+
+class SliceMapDataset(MapDataset):
+    """The elements of ``parent`` that the slice ``sl`` selects, as a lazy view.
+
+    Args:
+      parent: the dataset to view.
+      sl: a Python ``slice`` (negative bounds and steps as for lists).
+
+    Raises:
+      ValueError: ``sl`` is not a slice (Grain's type), or its step is zero.
+    """
+
+    def __init__(self, parent: MapDataset, sl: builtins.slice) -> None:
+        if not isinstance(sl, builtins.slice):
+            raise GrainliteValueError(
+                f"slice(sl) needs a Python slice (got {sl!r} of type {type(sl).__name__}); pass "
+                "e.g. ds.slice(slice(2, 10, 2)), or index with ds[2:10:2]."
+            )
+        super().__init__(parent)
+        self._slice = sl
+        self._range = range(len(parent))[sl]  # ValueError for a zero step, as Grain
+        self._wrap_within: bool | None = None  # computed on first read (see the module doc)
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def _wraps(self) -> bool:
+        wraps = self._wrap_within
+        if wraps is None:
+            wraps = self._wrap_within = _reorders_by_epoch(self._parent)
+        return wraps
+
+    def _parent_index(self, index: int) -> int:
+        epoch, position = divmod(index, len(self._range))
+        if self._wraps():
+            return self._range[position]
+        return epoch * len(self._parent) + self._range[position]
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        return self._parent[self._parent_index(as_index(index, "SliceMapDataset"))]
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        length = len(self._range)
+        if not len(indices) or length == 0:
+            return [self[i] for i in indices]
+        flat = np.asarray(indices).reshape(-1)
+        parent_len = len(self._parent)
+        keys: list[int] | None = None
+        if (
+            flat.dtype.kind in "iu"
+            and max(abs(int(flat.min())), abs(int(flat.max()))) < _INT64_SAFE
+        ):
+            epochs, positions = np.divmod(flat.astype(np.int64, copy=False), length)
+            values = positions * self._range.step + self._range.start
+            if self._wraps() or not epochs.any():
+                keys = values.tolist()
+            elif int(np.abs(epochs).max()) * parent_len < _INT64_SAFE:
+                keys = (values + epochs * parent_len).tolist()
+        if keys is None:  # beyond int64 arithmetic (the far end of an endless view)
+            keys = [self._parent_index(int(i)) for i in flat.tolist()]
+        return parent_getitems(self._parent)(keys)
+
+    def __str__(self) -> str:
+        return f"SliceMapDataset[{self._slice.start}:{self._slice.stop}:{self._slice.step}]"

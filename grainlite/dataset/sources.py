@@ -1,0 +1,127 @@
+"""The leaves of a Dataset pipeline: ``MapDataset.source(seq)`` and ``MapDataset.range(...)``.
+
+Both are random access with Grain's index rule: ``ds[i]`` is element ``i % len(ds)``, so indices
+past the end (and negative ones) wrap around, which is what lets ``repeat`` and the endless epoch
+views above read any index. Both answer a block of indices at once (:meth:`_getitems`): the source
+through its batched read (``__getitems__``) where it has one, the range with numpy arithmetic.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from grainlite.dataset.base import MapDataset
+from grainlite.errors import GrainliteTypeError
+
+
+def as_index(index: Any, node: str) -> int:
+    """``index`` as a Python int, or a TypeError naming the node (Grain raises TypeError too)."""
+    try:
+        return operator.index(index)
+    except TypeError:
+        raise GrainliteTypeError(
+            f"{node} indices must be integers or slices (got {index!r} of type "
+            f"{type(index).__name__}); index with an int, e.g. ds[0], or a slice, e.g. ds[2:5]."
+        ) from None
+
+
+def wrapped_keys(indices: Sequence[int] | np.ndarray, length: int) -> np.ndarray:
+    """``indices % length`` as an int64 array (Grain's wrap-around of indices past the end)."""
+    try:
+        keys = np.asarray(indices, dtype=np.int64).reshape(-1)
+    except OverflowError:  # Python ints past int64 (the far end of an endless view)
+        return np.array([int(i) % length for i in indices], dtype=np.int64)
+    if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= length):
+        keys = keys % length
+    return keys
+
+
+class SourceMapDataset(MapDataset):
+    """A ``MapDataset`` over a random-access source: anything with ``len`` and ``__getitem__``.
+
+    Lists, numpy arrays, grainlite's and Grain's data sources, TFDS and Hugging Face datasets all
+    qualify. ``ds[i]`` reads ``source[i % len(source)]``; a block of indices is read with the
+    source's ``__getitems__`` where it has one (one call instead of one per record).
+
+    Args:
+      source: the random-access source; it travels to worker processes, so it must pickle.
+    """
+
+    def __init__(self, source: Any) -> None:
+        super().__init__()
+        self._source = source
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        length = len(self._source)
+        if length == 0:
+            raise ZeroDivisionError(
+                f"SourceMapDataset index {index!r} cannot be read: the source is empty (len 0); "
+                "build the dataset over a source with at least one record."
+            )
+        return self._source[as_index(index, "SourceMapDataset") % length]
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        length = len(self._source)
+        if length == 0 or not len(indices):
+            return [self[i] for i in indices]
+        keys_array = wrapped_keys(indices, length)
+        if isinstance(self._source, np.ndarray):  # one fancy-indexing read
+            return list(self._source[keys_array])
+        keys = keys_array.tolist()
+        getitems = getattr(self._source, "__getitems__", None)
+        if getitems is not None:  # a batched read (ArrayRecord, in-memory and range sources)
+            return list(getitems(keys))
+        return list(map(self._source.__getitem__, keys))
+
+    def __str__(self) -> str:
+        return f"SourceMapDataset(source={type(self._source).__name__})"
+
+
+class RangeMapDataset(MapDataset[int]):
+    """The integers ``range(start, stop, step)`` as a ``MapDataset`` (Grain's ``MapDataset.range``).
+
+    With one argument it counts from 0 (``range(5)`` is 0..4), as Python's ``range`` does, and it
+    rejects what Python's ``range`` rejects (a zero step, non-integers) with the same error types.
+    """
+
+    def __init__(self, start: int, stop: int | None = None, step: int = 1) -> None:
+        super().__init__()
+        self._range = range(start) if stop is None else range(start, stop, step)
+        self.start, self.stop, self.step = self._range.start, self._range.stop, self._range.step
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        length = len(self._range)
+        if length == 0:
+            raise ZeroDivisionError(
+                f"RangeMapDataset index {index!r} cannot be read: {self._range} is empty; "
+                "pass a range with at least one integer."
+            )
+        return self._range[as_index(index, "RangeMapDataset") % length]
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        length = len(self._range)
+        if length == 0 or not len(indices):
+            return [self[i] for i in indices]
+        keys = wrapped_keys(indices, length)
+        if abs(self.start) + abs(self.step) * length >= 2**62:  # beyond int64: Python ints
+            return [self._range[k] for k in keys.tolist()]
+        values: list[int] = (keys * self.step + self.start).tolist()
+        return values
+
+    def __str__(self) -> str:
+        return f"RangeMapDataset(start={self.start}, stop={self.stop}, step={self.step})"

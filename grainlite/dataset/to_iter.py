@@ -1,0 +1,209 @@
+"""``MapDataset.to_iter_dataset()``: a ``MapDataset`` read in order as an ``IterDataset``.
+
+The iterator walks indices ``0 .. len(parent) - 1``, skips the ``None`` holes a filter left (unless
+``allow_nones``), and its state is Grain's ``{"next_index": N}``: the index of the next element to
+read, holes included. It reads the parent in blocks through ``_getitems`` (vectorised by the
+built-in nodes; a user's subclass falls back to one ``ds[i]`` per index), in the consuming thread
+first, and moves to ``ReadOptions`` reader threads only if the reads prove slow (see
+:mod:`grainlite.dataset.read_ahead`). The position is still per element, so a state taken between
+any two elements resumes exactly there.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.read_ahead import BlockReader
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.loader.options import ReadOptions
+
+
+def _check_read_options(read_options: Any) -> Any:
+    """``read_options`` or the default; anything with ``num_threads`` and
+    ``prefetch_buffer_size`` (grainlite's or Grain's ``ReadOptions``)."""
+    if read_options is None:
+        return ReadOptions()
+    if not (hasattr(read_options, "num_threads") and hasattr(read_options, "prefetch_buffer_size")):
+        raise GrainliteTypeError(
+            f"to_iter_dataset(read_options=...) must be a ReadOptions (got {read_options!r} of "
+            f"type {type(read_options).__name__}); pass grain.ReadOptions(num_threads=..., "
+            "prefetch_buffer_size=...) or leave it out for the defaults."
+        )
+    return read_options
+
+
+class StateOutOfRangeError(GrainliteValueError, IndexError):
+    """A ``next_index`` outside ``[0, len(dataset)]``: an IndexError, as Grain raises."""
+
+
+class PrefetchIterDataset(IterDataset):
+    """The elements of a ``MapDataset`` in index order, read ahead (Grain's ``to_iter_dataset``).
+
+    Args:
+      parent: the ``MapDataset`` to read.
+      read_options: reader threads and read-ahead depth (``ReadOptions``; Grain's defaults).
+      allow_nones: yield the ``None`` holes of a filter instead of skipping them.
+
+    Worker slicing (for ``mp_prefetch``): :meth:`with_parent_slice` returns a copy of this node
+    that reads ``parent.slice(sl)`` instead of ``parent``, so worker ``w`` of ``W`` can read the
+    elements ``[w::W]`` (or a contiguous range); its ``next_index`` counts positions within that
+    slice, as Grain's workers do.
+    """
+
+    def __init__(
+        self, parent: MapDataset, *, read_options: Any = None, allow_nones: bool = False
+    ) -> None:
+        super().__init__(parent)
+        self._read_options = _check_read_options(read_options)
+        self._allow_nones = bool(allow_nones)
+
+    @property
+    def read_options(self) -> Any:
+        """The ``ReadOptions`` the iterators read with."""
+        return self._read_options
+
+    @property
+    def allow_nones(self) -> bool:
+        """Whether the iterators yield ``None`` holes instead of skipping them."""
+        return self._allow_nones
+
+    def with_parent_slice(self, sl: builtins.slice) -> PrefetchIterDataset:
+        """A copy of this node reading ``parent.slice(sl)`` (a worker's share of the indices)."""
+        clone = copy.copy(self)
+        clone._parents = (self._parent.slice(sl),)
+        return clone
+
+    def __iter__(self) -> PrefetchDatasetIterator:
+        return PrefetchDatasetIterator(self)
+
+    def __str__(self) -> str:
+        return (
+            f"PrefetchIterDataset(read_options={self._read_options}, "
+            f"allow_nones={self._allow_nones})"
+        )
+
+
+ToIterDataset = PrefetchIterDataset
+
+
+class PrefetchDatasetIterator(DatasetIterator):
+    """Iterates a ``MapDataset`` in index order; state ``{"next_index": N}``.
+
+    Nothing is started at construction (the iterator pickles); the first ``next()`` creates the
+    block reader, whose threads (if any) end on :meth:`close`, at exhaustion, on an error from the
+    parent, and when the iterator is garbage collected.
+    """
+
+    def __init__(self, dataset: PrefetchIterDataset) -> None:
+        super().__init__()
+        parent = dataset._parent
+        self._map = parent
+        self._length = len(parent)
+        getitems = getattr(parent, "_getitems", None)
+        self._getitems: Callable[[Any], list[Any]] = (
+            getitems if getitems is not None else (lambda ix: [parent[i] for i in ix])
+        )
+        self._read_options = dataset.read_options
+        self._allow_nones = dataset.allow_nones
+        self._buf: list[Any] = []  # the elements at indices [_base, _base + len(_buf))
+        self._end = 0  # len(_buf)
+        self._pos = 0  # the next element of _buf to return
+        self._base = 0
+        self._reader: BlockReader | None = None
+        self._finalizer: Any = None
+
+    def __next__(self) -> Any:
+        pos = self._pos
+        if pos < self._end:
+            element = self._buf[pos]
+            self._pos = pos + 1
+            if element is not None or self._allow_nones:
+                return element
+        return self._next_slow()
+
+    def _next_slow(self) -> Any:
+        """``next()`` past the end of the buffer, or past a hole: skips holes, refills."""
+        while True:
+            pos = self._pos
+            if pos < self._end:
+                element = self._buf[pos]
+                self._pos = pos + 1
+                if element is not None or self._allow_nones:
+                    return element
+                continue
+            if not self._refill():
+                raise StopIteration
+
+    def _refill(self) -> bool:
+        """Reads the next block into the buffer; False at the end of the dataset."""
+        if self._closed:
+            raise GrainliteValueError(
+                "This to_iter_dataset iterator was closed and cannot advance; create a new one "
+                "with iter(dataset) (and set_state(...) to resume where it was)."
+            )
+        self._base += self._end
+        self._buf, self._end, self._pos = [], 0, 0
+        if self._base >= self._length:
+            self._stop_reader()
+            return False
+        if self._reader is None:
+            self._reader = BlockReader(self._getitems, self._base, self._length, self._read_options)
+            self._finalizer = weakref.finalize(self, self._reader.close)
+        try:
+            block = self._reader.next_block()
+        except BaseException:
+            self._stop_reader()
+            raise
+        self._buf, self._end = block, len(block)
+        return True
+
+    def _stop_reader(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # closes the reader (once)
+        self._reader, self._finalizer = None, None
+
+    def get_state(self) -> dict[str, Any]:
+        """``{"next_index": N}``: the index of the next element to read (holes included)."""
+        return {"next_index": self._base + self._pos}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Moves to ``state["next_index"]``, which must be in ``[0, len(dataset)]``."""
+        next_index = state["next_index"]
+        if isinstance(next_index, bool) or not isinstance(next_index, int):
+            raise GrainliteTypeError(
+                f"Checkpoint `next_index` must be an int (got {next_index!r} of type "
+                f"{type(next_index).__name__}); pass a state from get_state()."
+            )
+        if not 0 <= next_index <= self._length:
+            raise StateOutOfRangeError(
+                f"Checkpoint `next_index` {next_index} is out of range for dataset of length "
+                f"{self._length}: it must be in [0, {self._length}]; restore a state saved from "
+                "an iterator over this same dataset."
+            )
+        self._stop_reader()
+        self._buf, self._end, self._pos, self._base = [], 0, 0, next_index
+
+    def close(self) -> None:
+        """Stops the reader threads (if any); the iterator cannot advance afterwards."""
+        self._stop_reader()
+        self._base += self._pos  # keeps get_state(); next() now reaches _refill and raises
+        self._buf, self._end, self._pos = [], 0, 0
+        super().close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_reader"], state["_finalizer"] = None, None
+        state["_base"] += state["_pos"]  # the unpickled copy re-reads from its position
+        state["_buf"], state["_end"], state["_pos"] = [], 0, 0
+        return state
+
+    def __str__(self) -> str:
+        return (
+            f"PrefetchDatasetIterator(read_options={self._read_options}, "
+            f"allow_nones={self._allow_nones})"
+        )

@@ -1,0 +1,332 @@
+"""Element-wise nodes: ``map``, ``random_map``, ``map_with_index`` and ``filter``, for both kinds.
+
+On a ``MapDataset`` they are random access: ``ds[i]`` transforms ``parent[i]``, a ``None`` (a
+filter's hole) stays ``None`` without calling the function, and a filter turns the elements it
+rejects into ``None``. Blocks of indices (``_getitems``) go through one list comprehension. The
+generator ``random_map`` hands the function for index ``i`` depends only on the seed and ``i``
+(:mod:`grainlite.dataset.seeding`); ``map_with_index`` passes the index the element was read at.
+
+On an ``IterDataset`` they transform the stream: ``map`` and ``filter`` keep the parent's state
+unchanged, ``random_map`` adds ``index_for_rng`` (how many elements it has seen, which numbers the
+next generator) and ``map_with_index`` adds ``counter`` (the next index), as Grain's states do.
+The functions are given either as plain callables or as Grain's transform classes (``Map``,
+``RandomMap``, ``MapWithIndex``, ``Filter``; grainlite's or Grain's own), whose method is called.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from grainlite.dataset import seeding
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.errors import GrainliteTypeError
+
+# The method each kind of transform class has, and the parameters a plain function takes.
+_METHODS = {
+    "map": (("map",), "f(element)"),
+    "filter": (("filter",), "f(element) -> bool"),
+    "random_map": (("random_map", "np_random_map"), "f(element, rng)"),
+    "map_with_index": (("map_with_index",), "f(index, element)"),
+}
+
+
+def transform_function(transform: Any, kind: str) -> Callable[..., Any]:
+    """The function to call for ``transform``: its ``kind`` method if it has one, else itself.
+
+    A transform class instance (grainlite's or Grain's ``Map``, ``Filter``, ...) is called
+    through its method even when it is also callable, as Grain does.
+    """
+    methods, signature = _METHODS[kind]
+    if not isinstance(transform, type):
+        for name in methods:
+            method = getattr(transform, name, None)
+            if callable(method):
+                return method  # type: ignore[no-any-return]
+    if callable(transform) and not (isinstance(transform, type) and _is_transform_class(transform)):
+        return transform  # type: ignore[no-any-return]
+    raise GrainliteTypeError(
+        f"{kind}(...) takes a function {signature} or a transform object with a `{methods[0]}` "
+        f"method (got {transform!r} of type {type(transform).__name__}); pass e.g. "
+        f"ds.{kind}(lambda ...) or an instance (not the class) of a transform."
+    )
+
+
+def _is_transform_class(cls: type) -> bool:
+    """A transform class passed where its instance belongs (``ds.map(MyMap)``)."""
+    return any(
+        callable(getattr(cls, name, None)) for names, _ in _METHODS.values() for name in names
+    )
+
+
+def parent_getitems(parent: Any) -> Callable[[Sequence[int]], list[Any]]:
+    """``parent._getitems`` where the parent has it (a user's class may not), else a loop."""
+    getitems = getattr(parent, "_getitems", None)
+    if getitems is not None:
+        return getitems  # type: ignore[no-any-return]
+    return lambda indices: [parent[i] for i in indices]
+
+
+def _name(transform: Any) -> str:
+    return getattr(transform, "__name__", type(transform).__name__)
+
+
+class _ElementwiseMapDataset(MapDataset):
+    """What the four ``MapDataset`` nodes share: one parent, the same length, slicing."""
+
+    _kind = "map"
+
+    def __init__(self, parent: MapDataset, transform: Any) -> None:
+        super().__init__(parent)
+        self._transform = transform
+        self._fn = transform_function(transform, self._kind)
+
+    def __len__(self) -> int:
+        return len(self._parent)
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}(transform={_name(self._transform)})"
+
+
+class MapMapDataset(_ElementwiseMapDataset):
+    """``ds.map(f)``: ``f(parent[i])``; holes stay ``None``."""
+
+    _kind = "map"
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        element = self._parent[index]
+        return None if element is None else self._fn(element)
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        fn = self._fn
+        return [None if x is None else fn(x) for x in parent_getitems(self._parent)(indices)]
+
+
+class FilterMapDataset(_ElementwiseMapDataset):
+    """``ds.filter(f)``: ``parent[i]`` where ``f`` is true, else ``None`` (a hole)."""
+
+    _kind = "filter"
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        element = self._parent[index]
+        return element if element is not None and self._fn(element) else None
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        fn = self._fn
+        return [
+            x if x is not None and fn(x) else None for x in parent_getitems(self._parent)(indices)
+        ]
+
+
+class MapWithIndexMapDataset(_ElementwiseMapDataset):
+    """``ds.map_with_index(f)``: ``f(i, parent[i])`` with the index ``i`` it was read at."""
+
+    _kind = "map_with_index"
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        element = self._parent[index]
+        return None if element is None else self._fn(index, element)
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        fn = self._fn
+        elements = parent_getitems(self._parent)(indices)
+        keys = indices.tolist() if hasattr(indices, "tolist") else indices
+        return [None if x is None else fn(i, x) for i, x in zip(keys, elements, strict=True)]
+
+
+class RandomMapMapDataset(_ElementwiseMapDataset):
+    """``ds.random_map(f, seed=)``: ``f(parent[i], rng_i)``, ``rng_i`` fixed by seed and ``i``.
+
+    Raises:
+      ValueError: at construction, when neither ``seed`` nor an upstream ``ds.seed(...)`` is set.
+    """
+
+    _kind = "random_map"
+
+    def __init__(self, parent: MapDataset, transform: Any, *, seed: int | None = None) -> None:
+        super().__init__(parent, transform)
+        self._rngs = seeding.IndexRng(seeding.node_seed(self, seed, "random_map"))
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        element = self._parent[index]
+        return None if element is None else self._fn(element, self._rngs.rng(index))
+
+    def _getitems(self, indices: Sequence[int]) -> list[Any]:
+        fn, rng = self._fn, self._rngs.rng
+        elements = parent_getitems(self._parent)(indices)
+        keys = indices.tolist() if hasattr(indices, "tolist") else indices
+        return [None if x is None else fn(x, rng(i)) for i, x in zip(keys, elements, strict=True)]
+
+
+# IterDataset twins ------------------------------------------------------------------------------
+class _ElementwiseIterDataset(IterDataset):
+    _kind = "map"
+
+    def __init__(self, parent: IterDataset, transform: Any) -> None:
+        super().__init__(parent)
+        self._transform = transform
+        self._fn = transform_function(transform, self._kind)
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}(transform={_name(self._transform)})"
+
+
+class MapIterDataset(_ElementwiseIterDataset):
+    """``ds.map(f)`` on a stream; the state is the parent's."""
+
+    def __iter__(self) -> MapDatasetIterator:
+        return MapDatasetIterator(self._parent.__iter__(), self._fn)
+
+
+class FilterIterDataset(_ElementwiseIterDataset):
+    """``ds.filter(f)`` on a stream: skips elements where ``f`` is false; the parent's state."""
+
+    _kind = "filter"
+
+    def __iter__(self) -> FilterDatasetIterator:
+        return FilterDatasetIterator(self._parent.__iter__(), self._fn)
+
+
+class MapWithIndexIterDataset(_ElementwiseIterDataset):
+    """``ds.map_with_index(f)`` on a stream: ``f(k, element)`` for the ``k``-th element."""
+
+    _kind = "map_with_index"
+
+    def __iter__(self) -> MapWithIndexDatasetIterator:
+        return MapWithIndexDatasetIterator(self._parent.__iter__(), self._fn)
+
+
+class RandomMapIterDataset(_ElementwiseIterDataset):
+    """``ds.random_map(f, seed=)`` on a stream: the ``k``-th element gets generator ``k``.
+
+    In worker ``w`` of ``W`` of ``mp_prefetch`` (after :meth:`set_worker_share`) the worker's
+    ``k``-th element gets generator ``k * W + w``, as in Grain: the number of its place in the
+    interleaved output. The state still counts the worker's own elements.
+    """
+
+    _kind = "random_map"
+
+    def __init__(self, parent: IterDataset, transform: Any, *, seed: int | None = None) -> None:
+        super().__init__(parent, transform)
+        self._seed = seeding.node_seed(self, seed, "random_map")
+        self._rng_offset, self._rng_stride = 0, 1
+
+    def set_worker_share(self, worker: int, workers: int) -> None:
+        """Numbers generators as worker ``worker`` of ``workers`` does (in place: call it on the
+        worker's own copy of the pipeline, as ``mp_prefetch``'s worker slicing does)."""
+        self._rng_offset, self._rng_stride = int(worker), int(workers)
+
+    def __iter__(self) -> RandomMapDatasetIterator:
+        return RandomMapDatasetIterator(
+            self._parent.__iter__(),
+            self._fn,
+            seeding.IndexRng(self._seed),
+            offset=getattr(self, "_rng_offset", 0),
+            stride=getattr(self, "_rng_stride", 1),
+        )
+
+
+class MapDatasetIterator(DatasetIterator):
+    """Applies ``fn`` to each element of the parent iterator (``None`` passes through)."""
+
+    def __init__(self, parent: DatasetIterator, fn: Callable[[Any], Any]) -> None:
+        super().__init__(parent)
+        self._next_parent = parent.__next__
+        self._fn = fn
+
+    def __next__(self) -> Any:
+        element = self._next_parent()
+        return None if element is None else self._fn(element)
+
+    def get_state(self) -> dict[str, Any]:
+        """The parent's state (a map adds nothing to the position)."""
+        return self._parent.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Moves the parent to ``state``."""
+        self._parent.set_state(state)
+
+
+class FilterDatasetIterator(MapDatasetIterator):
+    """Skips the parent's elements for which ``fn`` is false (Grain calls it on ``None`` too)."""
+
+    def __next__(self) -> Any:
+        next_parent, fn = self._next_parent, self._fn
+        while True:
+            element = next_parent()
+            if fn(element):
+                return element
+
+
+class MapWithIndexDatasetIterator(DatasetIterator):
+    """Calls ``fn(k, element)`` for the ``k``-th element; state ``{"parent", "counter"}``."""
+
+    def __init__(self, parent: DatasetIterator, fn: Callable[[int, Any], Any]) -> None:
+        super().__init__(parent)
+        self._next_parent = parent.__next__
+        self._fn = fn
+        self._counter = 0
+
+    def __next__(self) -> Any:
+        element = self._next_parent()
+        index = self._counter
+        self._counter = index + 1
+        return None if element is None else self._fn(index, element)
+
+    def get_state(self) -> dict[str, Any]:
+        """``{"parent": <parent state>, "counter": <index of the next element>}``."""
+        return {"parent": self._parent.get_state(), "counter": self._counter}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Moves the parent and the counter to ``state``."""
+        counter = state["counter"]
+        self._parent.set_state(state["parent"])
+        self._counter = int(counter)
+
+
+class RandomMapDatasetIterator(DatasetIterator):
+    """Calls ``fn(element, rng)`` for the ``k``-th element, ``rng`` number ``k * stride + offset``;
+    the state adds ``index_for_rng`` (``k`` of the next element)."""
+
+    def __init__(
+        self,
+        parent: DatasetIterator,
+        fn: Callable[[Any, Any], Any],
+        rngs: seeding.IndexRng,
+        *,
+        offset: int = 0,
+        stride: int = 1,
+    ) -> None:
+        super().__init__(parent)
+        self._next_parent = parent.__next__
+        self._fn = fn
+        self._rngs = rngs
+        self._index = 0
+        self._offset, self._stride = offset, stride
+
+    def __next__(self) -> Any:
+        element = self._next_parent()
+        index = self._index
+        self._index = index + 1
+        if element is None:
+            return None
+        return self._fn(element, self._rngs.rng(index * self._stride + self._offset))
+
+    def get_state(self) -> dict[str, Any]:
+        """``{"parent": <parent state>, "index_for_rng": <count of elements seen>}``."""
+        return {"parent": self._parent.get_state(), "index_for_rng": self._index}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Moves the parent and the element count to ``state``."""
+        index = state["index_for_rng"]
+        self._parent.set_state(state["parent"])
+        self._index = int(index)

@@ -1,0 +1,149 @@
+"""What one ``mp_prefetch`` worker process runs: its share of an ``IterDataset`` pipeline.
+
+The engine (:mod:`grainlite.engine`) runs any pipeline object with ``iterate(worker, workers,
+state, allocate)`` and ``batches_last``; the DataLoader's is :class:`~grainlite.loader.pipeline.
+Pipeline`, the Dataset API's is :class:`DatasetPipeline`. Its stream is the pipeline restricted to
+the worker's share (:mod:`grainlite.dataset.worker_slicing`), and each element's state is the
+worker iterator's ``get_state()``, the per-worker entry of Grain's ``mp_prefetch`` checkpoint.
+
+An exception raised by ``next()`` takes its element's place (the engine re-raises it in the
+parent at that point of the order) and the worker goes on with the next element, as iterating the
+same pipeline in one process does; a worker iterator whose position did not move past the failure
+cannot go on, so its share ends there (as every worker's share does in Grain after an error).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Generator
+from typing import Any
+
+import cloudpickle
+
+from grainlite.dataset import worker_slicing
+from grainlite.dataset.base import IterDataset
+from grainlite.loader.failures import FailedElement
+from grainlite.transforms.batch import make_batch
+
+
+class DatasetPipeline:
+    """An ``IterDataset`` pipeline as the engine runs it in each worker process.
+
+    Args:
+      dataset: the pipeline below ``mp_prefetch`` (pickled to the workers with cloudpickle).
+      sequential: give each worker a contiguous range instead of every ``W``-th element.
+      worker_init_fn: called as ``worker_init_fn(worker, workers)`` once in each worker process,
+        before its first element.
+    """
+
+    def __init__(
+        self,
+        dataset: IterDataset,
+        sequential: bool = False,
+        worker_init_fn: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.dataset = dataset
+        self.sequential = sequential
+        self.worker_init_fn = worker_init_fn
+        self._blob: bytes | None = None
+        self._started = False  # set in the worker: the share is sliced, worker_init_fn ran
+
+    @property
+    def batches_last(self) -> bool:
+        """True when the last node stacks batches: then they are stacked straight into the
+        worker's shared memory (as the DataLoader's last Batch is), not copied there after."""
+        from grainlite.dataset import batching
+
+        node = self.dataset
+        return type(node) is batching.BatchIterDataset and vars(node)["_batch_fn"] is batching.stack
+
+    def pickled(self) -> bytes:
+        """The pipeline, cloudpickled for the workers (once; the error says what cannot travel)."""
+        if self._blob is None:
+            try:
+                self._blob = cloudpickle.dumps(self)
+            except Exception as error:
+                error.add_note(
+                    "grainlite: the dataset under mp_prefetch cannot be pickled for the worker "
+                    "processes. Make every node and transform picklable with cloudpickle (open "
+                    "files and locks lazily, not in __init__), or pass "
+                    "MultiprocessingOptions(num_workers=0)."
+                )
+                raise
+        return self._blob
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_blob"] = None
+        return state
+
+    def worker_dataset(self, worker: int, workers: int) -> IterDataset:
+        """A private copy of the pipeline restricted to worker ``worker``'s share."""
+        dataset: IterDataset = cloudpickle.loads(self.pickled()).dataset
+        worker_slicing.slice_for_worker(dataset, worker, workers, self.sequential)
+        return dataset
+
+    def initial_state(self, worker: int, workers: int) -> Any:
+        """The state of worker ``worker`` before its first element (asked for in the parent)."""
+        iterator = self.worker_dataset(worker, workers).__iter__()
+        try:
+            return iterator.get_state()
+        finally:
+            iterator.close()
+
+    def iterate(
+        self, worker: int, workers: int, state: Any, allocate: Any = None
+    ) -> Generator[tuple[Any, Any], None, None]:
+        """Yields ``(element, state after it)`` of worker ``worker``'s share, from ``state``.
+
+        ``state`` None starts at the beginning. Runs in the worker process, where this object is
+        its own private copy: the first call slices the pipeline in place and runs
+        ``worker_init_fn``.
+        """
+        if not self._started:
+            worker_slicing.slice_for_worker(self.dataset, worker, workers, self.sequential)
+            self._started = True
+            if self.worker_init_fn is not None:
+                self.worker_init_fn(worker, workers)
+        iterator = self.dataset.__iter__()
+        try:
+            if state is not None:
+                iterator.set_state(state)
+            if allocate is not None:
+                _stack_into(iterator, allocate)
+            get_state = iterator.get_state
+            state = get_state()
+            while True:
+                try:
+                    element = next(iterator)
+                except StopIteration:
+                    return
+                except Exception as error:
+                    before, state = state, get_state()
+                    yield FailedElement(error), state
+                    if state == before:
+                        return  # the iterator cannot move past the failure: the share ends
+                    continue
+                state = get_state()
+                yield element, state
+        finally:
+            iterator.close()
+
+
+def _stack_into(iterator: Any, allocate: Callable[..., Any]) -> None:
+    """Makes the last node's batch iterator stack into ``allocate``'s shared memory."""
+    from grainlite.dataset import batching
+
+    if type(iterator) is batching.BatchDatasetIterator and iterator._batch_fn is batching.stack:
+        iterator._batch_fn = functools.partial(_stack, allocate=allocate)
+
+
+def _stack(values: list[Any], allocate: Callable[..., Any]) -> Any:
+    """:func:`~grainlite.transforms.batch.make_batch` into shared memory; a failure is raised
+    by the batch node's own stacking function, with its hints."""
+    from grainlite.dataset import batching
+
+    try:
+        return make_batch(values, allocate)
+    except Exception:
+        return batching.stack(values)
