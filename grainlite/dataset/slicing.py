@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import MapDataset
+from grainlite.dataset.shuffle import ShuffleMapDataset
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError
@@ -37,7 +38,7 @@ def _reorders_by_epoch(ds: Any) -> bool:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if "Shuffle" in type(node).__name__:
+        if isinstance(node, ShuffleMapDataset):
             return True
         stack.extend(getattr(node, "_parents", ()))
     return False

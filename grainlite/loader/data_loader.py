@@ -17,89 +17,19 @@ from grainlite.errors import (
     LoaderClosedError,
 )
 from grainlite.loader import state as state_codec
-from grainlite.loader.cpus import usable_cpu_count
+from grainlite.loader.arguments import (
+    check_source,
+    check_worker_buffer_size,
+    read_options_error,
+    resolve_shard_options,
+    resolve_worker_count,
+)
 from grainlite.loader.failures import FailedElement, hide_internal_frames
 from grainlite.loader.options import MultiprocessingOptions, ReadOptions
 from grainlite.loader.pipeline import Pipeline
 from grainlite.sampling.sharding import ShardOptions
 from grainlite.sources.protocol import source_repr
 from grainlite.transforms.base import classify
-
-
-def _resolve_worker_count(worker_count: int | None) -> int:
-    if worker_count is None:
-        return usable_cpu_count()
-    if isinstance(worker_count, bool) or not isinstance(worker_count, int):
-        raise GrainliteTypeError(
-            f"worker_count must be an int or None, got {type(worker_count).__name__} "
-            f"{worker_count!r}; pass 0 to run in this process, N >= 1 for N worker processes or "
-            f"None for one per usable CPU."
-        )
-    if worker_count < 0:
-        raise GrainliteValueError(
-            f"Worker count should be greater than or equal zero. Current worker_count is "
-            f"{worker_count}; pass 0 to run in this process, N >= 1 for N worker processes or "
-            f"None for one per usable CPU."
-        )
-    return worker_count
-
-
-def _check_worker_buffer_size(worker_buffer_size: object) -> None:
-    if isinstance(worker_buffer_size, bool) or not isinstance(worker_buffer_size, int):
-        raise GrainliteTypeError(
-            f"worker_buffer_size must be an int, got {type(worker_buffer_size).__name__} "
-            f"{worker_buffer_size!r}; pass worker_buffer_size=N with N >= 1 to keep N finished "
-            f"elements ready per worker."
-        )
-    if worker_buffer_size < 0:
-        raise GrainliteValueError(
-            f"Worker buffer size must be greater than or equal zero. Current worker_buffer_size "
-            f"is {worker_buffer_size}; pass worker_buffer_size=N with N >= 1 to keep N finished "
-            f"elements ready per worker (0 works as 1)."
-        )
-
-
-def _resolve_shard_options(shard_options: ShardOptions | None, sampler: Any) -> ShardOptions:
-    if shard_options is not None:
-        if not isinstance(shard_options, ShardOptions):
-            raise GrainliteTypeError(
-                f"shard_options must be a ShardOptions, got {type(shard_options).__name__} "
-                f"{shard_options!r}; pass grain.ShardOptions(shard_index=i, shard_count=n), "
-                f"grain.NoSharding() or grain.ShardByJaxProcess(), or None to use the sampler's."
-            )
-        return shard_options
-    inherited = getattr(sampler, "_shard_options", None)
-    if isinstance(inherited, ShardOptions):
-        return inherited
-    raise GrainliteValueError(
-        "No shard options were provided to the DataLoader. Please pass shard options to the "
-        f"DataLoader: the sampler ({type(sampler).__name__}) carries no sharding (it has no "
-        "_shard_options attribute), so pass shard_options=grain.NoSharding() (one host) or "
-        "grain.ShardByJaxProcess() (one shard per JAX process)."
-    )
-
-
-def _check_source(data_source: Any) -> None:
-    if not (hasattr(data_source, "__len__") and hasattr(data_source, "__getitem__")):
-        raise GrainliteTypeError(
-            f"data_source must be random-access (define __len__ and __getitem__), got "
-            f"{type(data_source).__name__}; wrap the data in a list, an ArrayRecordDataSource "
-            f"or an InMemoryDataSource."
-        )
-
-
-def _read_options_error(read_options: object) -> GrainliteTypeError:
-    if isinstance(read_options, dict) and all(
-        isinstance(key, str) and key.isidentifier() for key in read_options
-    ):
-        arguments = ", ".join(f"{key}={value!r}" for key, value in read_options.items())
-        fix = f"pass grain.ReadOptions(**read_options), here grain.ReadOptions({arguments})"
-    else:
-        fix = "pass grain.ReadOptions(num_threads=..., prefetch_buffer_size=...)"
-    return GrainliteTypeError(
-        f"read_options must be a ReadOptions or None, got {type(read_options).__name__} "
-        f"{read_options!r}; {fix}, or None for the defaults."
-    )
 
 
 class DataLoader:
@@ -125,9 +55,9 @@ class DataLoader:
         read_options: ReadOptions | None = None,
         enable_profiling: bool = False,
     ) -> None:
-        worker_count = _resolve_worker_count(worker_count)
-        _check_worker_buffer_size(worker_buffer_size)
-        _check_source(data_source)
+        worker_count = resolve_worker_count(worker_count)
+        check_worker_buffer_size(worker_buffer_size)
+        check_source(data_source)
         if sampler is None:  # a ValueError, as Grain raises for it
             raise GrainliteValueError(
                 "sampler is None; the DataLoader needs one to know which records to read: pass "
@@ -142,11 +72,11 @@ class DataLoader:
         if read_options is None:
             read_options = ReadOptions()
         elif not isinstance(read_options, ReadOptions):
-            raise _read_options_error(read_options)
+            raise read_options_error(read_options)
         operations = tuple(operations)
         # Classified once, here: raises a clear error for anything that is not a transform.
         steps = tuple((classify(op), op) for op in operations)
-        shard = _resolve_shard_options(shard_options, sampler)
+        shard = resolve_shard_options(shard_options, sampler)
         self._data_source = data_source
         self._sampler = sampler
         self._shard_options = shard

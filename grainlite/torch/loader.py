@@ -14,10 +14,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.loader.data_loader import (
-    _check_source,
-    _check_worker_buffer_size,
-    _resolve_worker_count,
+from grainlite.loader.arguments import (
+    check_source,
+    check_worker_buffer_size,
+    resolve_worker_count,
 )
 from grainlite.loader.options import ReadOptions
 from grainlite.sampling.samplers import IndexSampler
@@ -86,10 +86,10 @@ class TorchDataLoader:
         to_torch: bool = True,
         pin_memory: bool = False,
     ) -> None:
-        _check_source(data_source)
+        check_source(data_source)
         IndexSampler(len(data_source), NoSharding(), shuffle, None, seed)  # checks seed, shuffle
-        worker_count = _resolve_worker_count(worker_count)
-        _check_worker_buffer_size(worker_buffer_size)
+        worker_count = resolve_worker_count(worker_count)
+        check_worker_buffer_size(worker_buffer_size)
         check_options(shard_options, batches_per_epoch, to_torch, pin_memory)
         operations = tuple(operations)
         self._settings = Settings(
