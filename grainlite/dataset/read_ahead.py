@@ -7,8 +7,15 @@ the reads and the consumer's work between them; it moves to ``ReadOptions.num_th
 (at most ``prefetch_buffer_size`` elements ahead, handed over in order) only if reads take
 more than ``_THREADED_READ_S`` per element and more than ``_THREADED_READ_SHARE`` of the time.
 Threads cost more than they save where reads are cheap (memory, a list, numpy arithmetic) and,
-the interpreter lock being one, where reads are Python work. Which thread reads never changes what
-is read or in which order.
+the interpreter lock being one, where reads are Python work. Where reads keep a CPU busy (they
+decode or transform rather than wait for storage: their CPU time is most of their wall time),
+more threads than spare CPUs only fight over them: such reads get at most one thread per CPU this
+process may use beyond the consuming one (none if a single thread could only overlap a consumer
+that hardly works), and none inside an ``mp_prefetch`` worker, which is itself one of several
+processes sharing the CPUs (see :func:`share_cpus`). Reads that wait get
+``num_threads``. The elements in flight are also bounded by memory (:data:`_READ_AHEAD_BYTES`), so
+large elements (a decoded batch of images) are not read hundreds ahead. Which thread reads never
+changes what is read or in which order.
 
 The threads are daemon threads (a read that hangs cannot hold up interpreter exit, as a
 ``ThreadPoolExecutor``'s would) that hold only their task queue, never the reader or the
@@ -28,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.loader.cpus import usable_cpu_count
+
 _FIRST_BLOCK = 1
 _MAX_BLOCK = 256
 # Blocks double while a read takes less than this, and halve when it takes more than
@@ -42,6 +51,39 @@ _THREADED_READ_S = 20e-6
 _THREADED_READ_SHARE = 0.25
 # Blocks timed (after the first, whose read warms caches) before deciding; medians over them.
 _BLOCKS_TO_TIME = 5
+# Reads whose CPU time is more than this share of their wall time keep a CPU busy.
+_CPU_BOUND_SHARE = 0.5
+# At most this many bytes of elements read ahead (and at least one block).
+_READ_AHEAD_BYTES = 64 << 20
+
+# The CPUs this process's reads may use; None: all it may use (see share_cpus).
+_cpus_for_reads: float | None = None
+
+
+def share_cpus(workers: int) -> None:
+    """Declares this process one of ``workers`` processes sharing the CPUs (an ``mp_prefetch``
+    worker): CPU-bound reads then use threads only for this process's share beyond its own."""
+    global _cpus_for_reads
+    _cpus_for_reads = usable_cpu_count() / max(1, workers)
+
+
+def _spare_cpus() -> int:
+    """CPUs beyond the consuming thread's that CPU-bound reader threads may use here."""
+    cpus = usable_cpu_count() if _cpus_for_reads is None else _cpus_for_reads
+    return max(0, int(cpus) - 1)
+
+
+def _nbytes(tree: Any) -> int:
+    """The bytes of the numpy arrays, bytes and strings in an element (a rough size)."""
+    if isinstance(tree, np.ndarray):
+        return int(tree.nbytes)
+    if isinstance(tree, bytes | str):
+        return len(tree)
+    if isinstance(tree, dict):
+        return sum(_nbytes(value) for value in tree.values())
+    if isinstance(tree, list | tuple):
+        return sum(_nbytes(value) for value in tree)
+    return 8
 
 
 _Task = tuple[Future, Callable[[Any], Any], Any] | None
@@ -113,6 +155,8 @@ class BlockReader:
         self._timed_first = False
         self._per_element: list[float] = []
         self._shares: list[float] = []
+        self._cpu_shares: list[float] = []
+        self._element_bytes = 0
         self._returned_at = 0.0
         self._pool: _DaemonPool | None = None
         self._pending: collections.deque[Future[list[Any]]] = collections.deque()
@@ -125,12 +169,20 @@ class BlockReader:
             self._timing = False
             slow = float(np.median(self._per_element)) > _THREADED_READ_S
             if slow and float(np.median(self._shares)) > _THREADED_READ_SHARE:
-                return self._start_threads()
+                threads = self._threads
+                if float(np.median(self._cpu_shares)) > _CPU_BOUND_SHARE:
+                    threads = min(threads, _spare_cpus())
+                    if threads == 1 and float(np.median(self._shares)) > 1 - _THREADED_READ_SHARE:
+                        threads = 0  # one thread only overlaps the consumer's small share
+                if threads > 0:
+                    return self._start_threads(threads)
         begin = time.perf_counter()
+        cpu_begin = time.thread_time()
         stop = min(self._stop, self._next + self._size)
         block = self._getitems(range(self._next, stop))
         self._next = stop
         end = time.perf_counter()
+        cpu = time.thread_time() - cpu_begin
         if end - begin < _GROW_S:
             self._size = min(_MAX_BLOCK, self._size * 2)
         elif end - begin > _SHRINK_S:
@@ -140,17 +192,21 @@ class BlockReader:
                 read, other = end - begin, begin - self._returned_at
                 self._per_element.append(read / max(len(block), 1))
                 self._shares.append(read / max(read + other, 1e-9))
+                self._cpu_shares.append(cpu / max(read, 1e-9))
+            elif block:
+                self._element_bytes = _nbytes(block[0])
             self._timed_first = True
             self._returned_at = end
         return block
 
-    def _start_threads(self) -> list[Any]:
-        """Moves reading to ``num_threads`` threads; blocks keep the size timing chose (so a block
-        of costly elements stays small), with at most ``prefetch_buffer_size`` elements and two
-        blocks per thread in flight."""
-        self._block = max(1, min(self._size, self._buffer // self._threads))
-        self._depth = max(1, min(self._buffer // self._block, 2 * self._threads))
-        self._pool = _DaemonPool(min(self._threads, self._depth), "grainlite-to-iter")
+    def _start_threads(self, threads: int) -> list[Any]:
+        """Moves reading to ``threads`` threads; blocks keep the size timing chose (so a block
+        of costly elements stays small), with at most ``prefetch_buffer_size`` elements,
+        ``_READ_AHEAD_BYTES`` and two blocks per thread in flight."""
+        in_flight = min(self._buffer, _READ_AHEAD_BYTES // max(1, self._element_bytes))
+        self._block = max(1, min(self._size, self._buffer // threads, in_flight))
+        self._depth = max(1, min(in_flight // self._block, 2 * threads))
+        self._pool = _DaemonPool(min(threads, self._depth), "grainlite-to-iter")
         return self._next_threaded()
 
     def _next_threaded(self) -> list[Any]:

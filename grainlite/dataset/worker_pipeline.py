@@ -20,7 +20,7 @@ from typing import Any
 
 import cloudpickle
 
-from grainlite.dataset import worker_slicing
+from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
 from grainlite.loader.failures import FailedElement
 from grainlite.transforms.batch import make_batch
@@ -101,6 +101,7 @@ class DatasetPipeline:
         ``worker_init_fn``.
         """
         if not self._started:
+            read_ahead.share_cpus(workers)
             worker_slicing.slice_for_worker(self.dataset, worker, workers, self.sequential)
             self._started = True
             if self.worker_init_fn is not None:

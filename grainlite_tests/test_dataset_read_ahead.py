@@ -1,0 +1,102 @@
+"""How far, and with how many threads, ``to_iter_dataset`` reads ahead (read_ahead.py).
+
+What is read never depends on the threads (test_dataset_to_iter.py checks that); these tests check
+the cost rules: reads that keep a CPU busy get no more threads than there are spare CPUs, and
+large elements are not read far ahead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+import grainlite as grain
+from grainlite.dataset import read_ahead
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class BusyReads:
+    """A source whose reads keep the CPU busy for about 100 µs (a decode), recording who read."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.readers: set[str] = set()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> int:
+        self.readers.add(threading.current_thread().name)
+        end = time.thread_time() + 100e-6
+        while time.thread_time() < end:
+            pass
+        return index
+
+
+class LargeSlowReads:
+    """A source of 4 MiB arrays whose reads wait about 200 µs (storage), recording the furthest
+    index read."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.furthest = -1
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        time.sleep(200e-6)
+        self.furthest = max(self.furthest, index)
+        return np.zeros(1 << 20, dtype=np.float32)
+
+
+def _read(source: Any, count: int, threads: int) -> None:
+    options = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=500)
+    with iter(grain.MapDataset.source(source).to_iter_dataset(options)) as iterator:
+        for _ in range(count):
+            next(iterator)
+
+
+@pytest.fixture
+def cpus(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Sets how many CPUs this process may use, and restores the process's CPU share after."""
+    monkeypatch.setattr(read_ahead, "_cpus_for_reads", None)
+
+    def set_cpus(count: int) -> None:
+        monkeypatch.setattr(read_ahead, "usable_cpu_count", lambda: count)
+
+    return set_cpus
+
+
+def test_cpu_bound_reads_in_an_mp_prefetch_worker_stay_in_the_consuming_thread(cpus):
+    cpus(4)
+    read_ahead.share_cpus(4)  # what each of 4 mp_prefetch workers declares
+    source = BusyReads(700)
+    _read(source, 700, threads=8)
+    assert source.readers == {threading.current_thread().name}
+
+
+def test_cpu_bound_reads_in_process_use_at_most_the_spare_cpus(cpus):
+    cpus(3)  # two CPUs beyond the consuming thread's
+    source = BusyReads(700)
+    _read(source, 700, threads=8)
+    reader_threads = source.readers - {threading.current_thread().name}
+    assert 1 <= len(reader_threads) <= 2, source.readers
+
+
+def test_large_elements_are_read_at_most_about_64_mib_ahead(cpus):
+    cpus(8)
+    source = LargeSlowReads(400)
+    options = grain.ReadOptions(num_threads=4, prefetch_buffer_size=500)
+    ahead = []
+    with iter(grain.MapDataset.source(source).to_iter_dataset(options)) as iterator:
+        for consumed in range(300):
+            next(iterator)
+            time.sleep(200e-6)  # a consumer that works as long as a read
+            ahead.append(source.furthest - consumed)
+    assert max(ahead[50:]) <= 2 * (64 << 20) // (4 << 20), max(ahead)
