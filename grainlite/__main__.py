@@ -1,45 +1,33 @@
-"""``python -m grainlite cleanup``: remove shared memory left by grainlite processes that died."""
+"""``python -m grainlite``: the command line (cleanup, and the commands listed in COMMANDS).
+
+Each command lives in its own module with ``NAME``, ``add_parser(subparsers)`` and
+``run(args) -> int``; those modules import their heavy dependencies inside ``run`` only, so
+``--help`` and every command start fast.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from grainlite.shm import cleanup
+# The modules that define a command, in the order ``--help`` lists them.
+COMMANDS = ("grainlite.tools.cleanup_command",)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m grainlite", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    command = commands.add_parser(
-        "cleanup",
-        help="remove /dev/shm segments of this container and user whose owning process died",
-        description=(
-            "Removes the grainlite segments in /dev/shm whose owner process no longer runs. Only "
-            "segments of this pid namespace (container) and this user are considered; segments "
-            "of other containers, boots or users are never touched, only counted."
-        ),
+    parser = argparse.ArgumentParser(
+        prog="python -m grainlite", description="grainlite's command line tools."
     )
-    command.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    runners = {}
+    for module_name in COMMANDS:
+        module = importlib.import_module(module_name)
+        module.add_parser(subparsers)
+        runners[module.NAME] = module.run
     args = parser.parse_args(argv)
-    found = cleanup.survey()
-    if args.dry_run:
-        verb, done = "would remove", found.stale
-    else:
-        verb, done = "removed", cleanup.remove(found.stale)
-    for segment in done:
-        print(
-            f"{verb} /dev/shm/{segment.name} ({segment.size} bytes, owner pid {segment.owner_pid})"
-        )
-    for segment in found.stale:
-        if segment not in done:
-            print(f"could not remove /dev/shm/{segment.name} (gone, or not removable)")
-    print(
-        f"{verb} {len(done)} stale segment(s); kept {found.in_use} in use; skipped "
-        f"{found.not_ours} not ours (another container, boot or user)"
-    )
-    return 0
+    return int(runners[args.command](args))
 
 
 if __name__ == "__main__":
