@@ -38,12 +38,14 @@ from grainlite.constants import (
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import (
     CheckpointMismatchError,
+    CorruptedDataError,
     GrainliteError,
     GrainliteRuntimeError,
     GrainliteTypeError,
     GrainliteValueError,
     LoaderClosedError,
     MissingExtraError,
+    SharedMemoryError,
     SharedMemoryFullError,
     StateNotJSONError,
     WorkerDiedError,
@@ -97,6 +99,10 @@ def __getattr__(name: str) -> Any:
         from grainlite import checkpoint
 
         return getattr(checkpoint, _CHECKPOINT_NAMES[name])
+    if name == "device_put":  # grainlite.device loads on first use (it imports JAX when called)
+        from grainlite.device import device_put
+
+        return device_put
     raise AttributeError(f"module 'grainlite' has no attribute {name!r}")
 
 
@@ -112,6 +118,7 @@ __all__ = [
     "Batch",
     "BatchOperation",
     "CheckpointMismatchError",
+    "CorruptedDataError",
     "DataLoader",
     "DataLoaderIterator",
     "DatasetIterator",
@@ -155,6 +162,7 @@ __all__ = [
     "ShardOptions",
     "SharedMemoryArray",
     "SharedMemoryDataSource",
+    "SharedMemoryError",
     "SharedMemoryFullError",
     "StateNotJSONError",
     "Transformation",
@@ -163,6 +171,7 @@ __all__ = [
     "checkpoint",
     "config",
     "constants",
+    "device_put",
     "experimental",
     "load",
     "multiprocessing",

@@ -12,7 +12,12 @@ import importlib
 import sys
 
 # The modules that define a command, in the order ``--help`` lists them.
-COMMANDS = ("grainlite.tools.cleanup_command",)
+COMMANDS = (
+    "grainlite.tools.bench_command",
+    "grainlite.tools.cleanup_command",
+    "grainlite.tools.convert_command",
+    "grainlite.tools.inspect_command",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,16 @@ absl, for the options of Grain's DataLoader path:
 * ``py_debug_mode`` (default ``False``): a bool, accepted and stored. In Grain it only reports
   extra internal metrics; grainlite reports no metrics, so it changes nothing.
 
+grainlite adds one option of its own (Grain has no such option):
+
+* ``hide_accelerators_in_workers`` (default ``True``): worker processes start with every
+  accelerator hidden (``CUDA_VISIBLE_DEVICES``, ``HIP_VISIBLE_DEVICES`` and
+  ``ROCR_VISIBLE_DEVICES`` set to ``-1``, ``JAX_PLATFORMS=cpu``, ``PJRT_DEVICE=CPU``), so a
+  transform that imports JAX, PyTorch or TensorFlow never takes GPU memory or a TPU away from
+  the training process. ``False`` gives workers the parent's environment unchanged, for a
+  pipeline that really decodes on a GPU in its workers. The value lives in the environment
+  variable ``GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS`` (``0`` means ``False``), which works too.
+
 Grain's other options (SIGTERM relaying, the Dataset API's visualisation, the TensorFlow loader's
 options) are known by name: setting one to Grain's default is accepted and changes nothing; any
 other value raises GrainliteValueError naming the option, because grainlite does not implement it.
@@ -28,6 +38,11 @@ from grainlite.errors import GrainliteTypeError, GrainliteValueError
 
 TRACEBACK_FILTERING_ENV = "GRAINLITE_TRACEBACK_FILTERING"
 """The environment variable that holds ``py_traceback_filtering`` (inherited by workers)."""
+
+HIDE_ACCELERATORS_ENV = "GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS"
+"""The environment variable that holds ``hide_accelerators_in_workers`` (``0``: off)."""
+_HIDE_ACCELERATORS = "hide_accelerators_in_workers"
+_FALSE_WORDS = ("0", "false", "no", "off")
 
 _TRACEBACK_VALUES = ("auto", "off", "tracebackhide", "quiet_remove_frames", "remove_frames")
 
@@ -66,8 +81,17 @@ def update(name: str, value: Any) -> None:
       GrainliteValueError: ``name`` is not one of Grain's options, ``py_traceback_filtering``
         gets a value Grain does not know, or an option grainlite does not implement gets a value
         other than Grain's default.
-      GrainliteTypeError: ``py_debug_mode`` gets something other than a bool.
+      GrainliteTypeError: ``py_debug_mode`` or ``hide_accelerators_in_workers`` gets something
+        other than a bool.
     """
+    if name == _HIDE_ACCELERATORS:
+        if not isinstance(value, bool):
+            raise GrainliteTypeError(
+                f"grain.config option {_HIDE_ACCELERATORS} must be a bool (got {value!r} of type "
+                f"{type(value).__name__}); pass False to let worker processes see accelerators."
+            )
+        os.environ[HIDE_ACCELERATORS_ENV] = "1" if value else "0"  # nested workers inherit it
+        return
     if name not in _DEFAULTS:
         raise _unknown(name)
     if name == "py_traceback_filtering":
@@ -98,6 +122,9 @@ def get_or_default(name: str) -> Any:
     Raises:
       GrainliteValueError: ``name`` is not one of Grain's options.
     """
+    if name == _HIDE_ACCELERATORS:
+        raw = os.environ.get(HIDE_ACCELERATORS_ENV, "").strip().lower()
+        return raw not in _FALSE_WORDS
     if name not in _DEFAULTS:
         raise _unknown(name)
     if name == "py_traceback_filtering":
@@ -109,9 +136,15 @@ def get_or_default(name: str) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in _DEFAULTS:
+    if name in _DEFAULTS or name == _HIDE_ACCELERATORS:
         return get_or_default(name)
     raise AttributeError(f"module 'grainlite.config' has no attribute {name!r}")
 
 
-__all__ = ["SUPPORTED", "TRACEBACK_FILTERING_ENV", "get_or_default", "update"]
+__all__ = [
+    "HIDE_ACCELERATORS_ENV",
+    "SUPPORTED",
+    "TRACEBACK_FILTERING_ENV",
+    "get_or_default",
+    "update",
+]

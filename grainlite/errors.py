@@ -59,9 +59,35 @@ class LoaderClosedError(GrainliteRuntimeError):
     """An iterator was used after ``close()``."""
 
 
-class SharedMemoryFullError(GrainliteError, OSError):
+class CorruptedDataError(GrainliteRuntimeError, ValueError):
+    """Stored data cannot be read back: a damaged (truncated, overwritten) file; names it.
+
+    A RuntimeError, as array_record raises for a bad chunk, and a ValueError, as grainlite raises
+    for a file it cannot open, so existing ``except`` clauses of either kind keep working.
+    """
+
+
+class SharedMemoryError(GrainliteError, OSError):
+    """Shared memory (``/dev/shm``) cannot be used: missing, read-only, or out of descriptors."""
+
+
+class SharedMemoryFullError(SharedMemoryError):
     """Shared memory (``/dev/shm``) has no room for another buffer."""
 
 
 class MissingExtraError(GrainliteError, ImportError):
     """An optional dependency is missing; the message names the pip extra that installs it."""
+
+
+SHOWN_CHARS = 200  # how much of a bad value an error message quotes
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` cut to a readable length, for messages about values from outside.
+
+    A checkpoint or an argument may hold megabytes; an error quotes its start and its size.
+    """
+    text = repr(value)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"

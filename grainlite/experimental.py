@@ -16,21 +16,86 @@ from grainlite.transforms.base import FlatMapTransform, MapWithIndexTransform
 
 if TYPE_CHECKING:
     from grainlite.dataset.apply import apply_transformations
+    from grainlite.dataset.experimental.concat_then_split import (
+        BOSHandling,
+        ConcatThenSplitIterDataset,
+    )
+    from grainlite.dataset.experimental.elastic_iterator import ElasticIterator
+    from grainlite.dataset.experimental.interleave import InterleaveIterDataset
+    from grainlite.dataset.experimental.packing import (
+        BestFitPackIterDataset,
+        FirstFitPackIterDataset,
+    )
+    from grainlite.dataset.experimental.parquet import ParquetIterDataset
+    from grainlite.dataset.experimental.rebatch import RebatchIterDataset, batch_and_pad
+    from grainlite.dataset.experimental.repeat_limit import LimitIterDataset, RepeatIterDataset
+    from grainlite.dataset.experimental.tfrecord import TFRecordIterDataset
+    from grainlite.dataset.experimental.thread_prefetch import (
+        ThreadPrefetchDatasetIterator,
+        ThreadPrefetchIterDataset,
+    )
+    from grainlite.dataset.experimental.window_shuffle import (
+        WindowShuffleIterDataset,
+        WindowShuffleMapDataset,
+    )
+    from grainlite.dataset.experimental.zip import ZipIterDataset, ZipMapDataset
     from grainlite.dataset.flat_map import FlatMapIterDataset, FlatMapMapDataset
+    from grainlite.device.dataset import device_put
+    from grainlite.transforms.pack_and_batch import PackAndBatchOperation
 
 # Name -> the module that defines it; resolved by __getattr__ on first use.
 LAZY_NAMES = {
+    "BOSHandling": "grainlite.dataset.experimental.concat_then_split",
+    "BestFitPackIterDataset": "grainlite.dataset.experimental.packing",
+    "ConcatThenSplitIterDataset": "grainlite.dataset.experimental.concat_then_split",
+    "FirstFitPackIterDataset": "grainlite.dataset.experimental.packing",
+    "PackAndBatchOperation": "grainlite.transforms.pack_and_batch",
     "FlatMapIterDataset": "grainlite.dataset.flat_map",
     "FlatMapMapDataset": "grainlite.dataset.flat_map",
     "apply_transformations": "grainlite.dataset.apply",
+    "device_put": "grainlite.device.dataset",
+    "ElasticIterator": "grainlite.dataset.experimental.elastic_iterator",
+    "InterleaveIterDataset": "grainlite.dataset.experimental.interleave",
+    "LimitIterDataset": "grainlite.dataset.experimental.repeat_limit",
+    "ParquetIterDataset": "grainlite.dataset.experimental.parquet",
+    "RebatchIterDataset": "grainlite.dataset.experimental.rebatch",
+    "RepeatIterDataset": "grainlite.dataset.experimental.repeat_limit",
+    "TFRecordIterDataset": "grainlite.dataset.experimental.tfrecord",
+    "ThreadPrefetchDatasetIterator": "grainlite.dataset.experimental.thread_prefetch",
+    "ThreadPrefetchIterDataset": "grainlite.dataset.experimental.thread_prefetch",
+    "WindowShuffleIterDataset": "grainlite.dataset.experimental.window_shuffle",
+    "WindowShuffleMapDataset": "grainlite.dataset.experimental.window_shuffle",
+    "ZipIterDataset": "grainlite.dataset.experimental.zip",
+    "ZipMapDataset": "grainlite.dataset.experimental.zip",
+    "batch_and_pad": "grainlite.dataset.experimental.rebatch",
 }
 
 __all__ = [
+    "BOSHandling",
+    "BestFitPackIterDataset",
+    "ConcatThenSplitIterDataset",
+    "ElasticIterator",
+    "FirstFitPackIterDataset",
     "FlatMapIterDataset",
     "FlatMapMapDataset",
     "FlatMapTransform",
+    "InterleaveIterDataset",
+    "LimitIterDataset",
     "MapWithIndexTransform",
+    "PackAndBatchOperation",
+    "ParquetIterDataset",
+    "RebatchIterDataset",
+    "RepeatIterDataset",
+    "TFRecordIterDataset",
+    "ThreadPrefetchDatasetIterator",
+    "ThreadPrefetchIterDataset",
+    "WindowShuffleIterDataset",
+    "WindowShuffleMapDataset",
+    "ZipIterDataset",
+    "ZipMapDataset",
     "apply_transformations",
+    "batch_and_pad",
+    "device_put",
     "index_shuffle",
 ]
 

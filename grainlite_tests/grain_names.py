@@ -79,40 +79,79 @@ NAMESPACES = {
 }
 
 _EXPERIMENTAL: dict[str, Entry] = {
-    "BOSHandling": _dataset_api(18),
-    "BestFitPackIterDataset": _dataset_api(18),
+    "BOSHandling": _same("an enum with Grain's members and values"),
+    "BestFitPackIterDataset": Entry(
+        FIX,
+        "Grain's rows, keys and state, vectorised; max_sequences_per_bin also holds for empty "
+        "sequences (Grain's puts them in full bins)",
+    ),
     "CacheIterDataset": _dataset_extra(),
-    "ConcatThenSplitIterDataset": _dataset_api(18),
+    "ConcatThenSplitIterDataset": Entry(
+        FIX,
+        "Grain's rows and state, with [start, stop] lists for its tuples (Grain misreads its own "
+        "state after JSON); no token repeated for unequal features; BOS with empty sequences",
+    ),
     "DatasetOptions": _dataset_extra(),
-    "ElasticIterator": _dataset_api(18),
+    "ElasticIterator": Entry(
+        FIX,
+        'Grain\'s batches and {"global_next_index"} state, restored onto any shard count and '
+        "global batch size; a DatasetIterator here (an IterDataset subclass in Grain)",
+    ),
     "ExecutionTrackingMode": _dataset_extra(),
-    "FirstFitPackIterDataset": _dataset_api(18),
+    "FirstFitPackIterDataset": Entry(
+        FIX,
+        "Grain's rows, keys and state, written with numpy; bad arguments (no bins, a group-by "
+        "feature the rows lack) fail at construction, not at the first element",
+    ),
     "FlatMapIterDataset": _FLAT_MAP_DATASET,
     "FlatMapMapDataset": _FLAT_MAP_DATASET,
     "FlatMapTransform": _same("the DataLoader runs it, with Grain's nested checkpoint state"),
-    "InterleaveIterDataset": _dataset_api(18),
-    "LimitIterDataset": _dataset_api(18),
+    "InterleaveIterDataset": _same(
+        "Grain's order and state; set_state() leaves the given state unchanged (Grain's "
+        "restored iterator rewrites its lists)"
+    ),
+    "LimitIterDataset": _same('Grain\'s elements and {"parent", "count_elements_read"} state'),
     "MapWithIndexTransform": _same("the DataLoader refuses it with a TypeError, as Grain's does"),
-    "PackAndBatchOperation": Entry(NOT_YET, "packing for the DataLoader path (issue 18)"),
-    "ParquetIterDataset": _dataset_api(18),
+    "PackAndBatchOperation": Entry(
+        FIX,
+        "Grain's batches and metadata; keeps no state on the object; an empty input gives no "
+        "batch (Grain's raises AttributeError)",
+    ),
+    "ParquetIterDataset": _same(
+        "row groups read one at a time; Grain's row dicts and state; pyarrow loads on use"
+    ),
     "PerformanceConfig": _dataset_extra(),
-    "RebatchIterDataset": _dataset_api(18),
-    "RepeatIterDataset": _dataset_api(18),
+    "RebatchIterDataset": _same('Grain\'s batches and {"parent", "batch_idx"} state'),
+    "RepeatIterDataset": _same(
+        "Grain's state; an endless repeat of an empty stream ends (Grain's hangs)"
+    ),
     "RngPool": _dataset_extra(),
     "ShapeDtypeStruct": _dataset_extra(),
     "ShapeDtypeStructProtocol": _dataset_extra(),
-    "TFRecordIterDataset": _dataset_api(18),
-    "ThreadPrefetchDatasetIterator": _dataset_api(18),
-    "ThreadPrefetchIterDataset": _dataset_api(18),
-    "WindowShuffleIterDataset": _dataset_api(18),
-    "WindowShuffleMapDataset": _dataset_api(18),
+    "TFRecordIterDataset": _same(
+        "no TensorFlow; length CRCs checked (data CRCs with a compiled crc32c)"
+    ),
+    "ThreadPrefetchDatasetIterator": _same(
+        "the state is the parent's after the last element delivered"
+    ),
+    "ThreadPrefetchIterDataset": _same(
+        "a daemon thread that ends on close(), at exhaustion and on collection"
+    ),
+    "WindowShuffleIterDataset": _same("Grain's order and state; a fresh iterator restores alike"),
+    "WindowShuffleMapDataset": _same(
+        "Grain's permutation per window (index_shuffle with seed + window)"
+    ),
     "WithOptionsIterDataset": _dataset_extra(),
-    "ZipIterDataset": _dataset_api(18),
-    "ZipMapDataset": _dataset_api(18),
+    "ZipIterDataset": _same('Grain\'s tuples, strict rule and {"parents": [...]} state'),
+    "ZipMapDataset": _same("Grain's tuples; parents of one length"),
     "apply_transformations": _same("what MapDataset.apply and IterDataset.apply call"),
     "assert_equal_output_after_checkpoint": _dataset_extra(),
-    "batch_and_pad": _dataset_api(18),
-    "device_put": Entry(NOT_YET, "device prefetch (issue 16)"),
+    "batch_and_pad": _same("Grain's padded batches and errors"),
+    "device_put": Entry(
+        FIX,
+        "an IterDataset of placed elements, get_state() after the last one returned; one thread "
+        "reads and places (cpu_buffer_size is validated, unused); close() ends the thread",
+    ),
     "get_element_spec": _dataset_extra(),
     "get_next_index": _dataset_extra(),
     "index_shuffle": _same("the same permutation as Grain's (test_index_shuffle.py compares them)"),

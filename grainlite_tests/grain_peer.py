@@ -112,14 +112,12 @@ class Config:
     sequential: bool = False
 
     @property
-    def grain_cannot_read_this_shard(self) -> bool:
-        """True where the shard has no records and grain fails at its first read (grainlite refuses
-        the sampler with a clear error instead; test_samplers pins that message)."""
-        if self.sequential or self.num_records >= self.shard_count:
+    def shard_has_no_records(self) -> bool:
+        """True where this host's shard has no record: grain fails at its first read or yields an
+        empty stream; grainlite refuses the sampler with a clear error (test_samplers pins it)."""
+        if self.num_records >= self.shard_count:
             return False
-        if self.drop_remainder_shards:  # every shard is empty; an endless stream still reads
-            return self.num_epochs is None
-        return self.shard_index >= self.num_records
+        return self.drop_remainder_shards or self.shard_index >= self.num_records
 
     def build(self, library: str) -> Any:
         g = lite if library == "lite" else real_grain

@@ -63,3 +63,25 @@ def test_the_checkpoint_stores_the_index_the_reader_read_last(layout):
         assert dataclasses.replace(codec.worker_slice(worker), end=read.end) == read
         assert stored[str(worker)] == read.index(counts[worker] - 1)
     assert state_codec.decode(state_codec.encode(position, codec), codec).states == counts
+
+
+def test_a_slice_with_holes_reads_them_right_before_its_native_tail():
+    # Native: 1, 4, 7, 10, 13 (first 1, stride 3, end 15); holes 2 and 5 take positions 1 and 2,
+    # just before the tail's first position (3: index 10).
+    worker = WorkerSlice(1, 3, 15, head=(2, 5), head_start=1)
+    assert worker.tail_start == 3
+    assert [worker.index(p) for p in range(1, 5)] == [2, 5, 10, 13]
+    assert worker.indices(0, 5).tolist() == [1, 2, 5, 10, 13]
+    assert worker.indices(2, 4).tolist() == [5, 10]
+    assert [worker.position(i) for i in (2, 5, 10, 13)] == [1, 2, 3, 4]
+    assert worker.position(4) is None  # a native index before the tail: not read any more
+    assert worker.positions() == 5
+
+
+def test_holes_may_take_negative_positions_and_outlast_the_native_slice():
+    worker = WorkerSlice(0, 4, 6, head=(1, 2, 3), head_start=-1)  # native: 0, 4; no tail left
+    assert worker.positions() == 2
+    assert worker.indices(-1, worker.positions()).tolist() == [1, 2, 3]
+    longer = WorkerSlice(0, 4, 6, head=(1, 2, 3), head_start=0)  # the holes end at position 3
+    assert longer.positions() == 3
+    assert longer.indices(0, longer.positions()).tolist() == [1, 2, 3]

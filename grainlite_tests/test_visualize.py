@@ -298,3 +298,131 @@ def test_show_batch_rejects_keys_for_a_bare_array(tmp_path):
         "image_key and label_key pick values out of a dict or tuple batch, but the batch is a "
         "uint8 array of shape (6, 16, 16, 3); leave them as None."
     )
+
+
+# Device iterators, show_results and describe_batch ------------------------------------------
+
+
+NAMES = ["zero", "one", "two", "three"]
+
+
+def test_one_batch_and_show_batch_take_a_device_iterator_and_draw_what_the_host_batch_draws(
+    tmp_path,
+):
+    jax = pytest.importorskip("jax")
+    with grain.device_put(image_loader(), prefetch=1) as batches:
+        first = one_batch(batches)
+        assert isinstance(first["image"], jax.Array)
+        drawn = read_png(show_batch(batches, tmp_path / "device.png", label_names=NAMES))
+    host = iter(image_loader())
+    with host:
+        assert np.asarray(first["image"]).tobytes() == next(host)["image"].tobytes()
+        expected = read_png(show_batch(next(host), tmp_path / "host.png", label_names=NAMES))
+    # The same picture (its second batch), titles included: a JAX label gets its class name.
+    assert np.array_equal(drawn, expected)
+
+
+RED, GREEN = (207, 34, 46), (26, 127, 55)
+
+
+def labelled(n: int = 4) -> dict[str, np.ndarray]:
+    return {"image": solid(COLOURS[:n]), "label": np.arange(n) % 3}
+
+
+def test_show_results_titles_right_predictions_in_green_and_wrong_ones_in_red(tmp_path):
+    from grainlite.tools import show_results
+
+    batch = labelled()
+    right = read_png(show_results(batch, batch["label"], tmp_path / "right.png"))
+    wrong = read_png(show_results(batch, np.array([0, 1, 1, 0]), tmp_path / "wrong.png"))
+    assert right.shape == (520, 440, 3)  # 2 x 2 cells of 2.2 x 2.6 inches at 100 dpi
+    assert all(colour_area(right, c) > TILE_AREA for c in COLOURS[:4])
+    assert colour_area(right, GREEN, tolerance=40) > 0
+    assert colour_area(right, RED, tolerance=40) == 0
+    assert colour_area(wrong, RED, tolerance=40) > 0
+
+
+def test_show_results_reads_scores_as_their_argmax(tmp_path):
+    from grainlite.tools import show_results
+
+    batch = labelled()
+    scores = np.eye(3, dtype=np.float32)[[2, 1, 0, 0]] * 5.0
+    from_scores = read_png(show_results(batch, scores, tmp_path / "scores.png"))
+    from_labels = read_png(show_results(batch, np.array([2, 1, 0, 0]), tmp_path / "labels.png"))
+    assert np.array_equal(from_scores, from_labels)
+
+
+def test_show_results_draws_image_predictions_beside_the_input_and_the_target(tmp_path):
+    from grainlite.tools import show_results
+
+    batch = {"image": solid(COLOURS[:2]), "mask": np.full((2, 16, 16), 200, np.uint8)}
+    predictions = np.full((2, 16, 16), 60, np.uint8)
+    picture = read_png(show_results(batch, predictions, tmp_path / "masks.png", label_key="mask"))
+    assert picture.shape == (440, 660, 3)  # one row of 3 cells of 2.2 inches per example
+    assert all(colour_area(picture, c) > TILE_AREA for c in COLOURS[:2])
+    assert colour_area(picture, (200, 200, 200)) > 2 * TILE_AREA  # the targets
+    assert colour_area(picture, (60, 60, 60)) > 2 * TILE_AREA  # the predictions
+
+
+def test_show_results_takes_device_arrays_as_they_are(tmp_path):
+    jax = pytest.importorskip("jax")
+    from grainlite.tools import show_results
+
+    batch = labelled()
+    on_host = read_png(show_results(batch, np.array([0, 1, 1, 0]), tmp_path / "host.png"))
+    on_device = read_png(
+        show_results(jax.device_put(batch), jax.numpy.array([0, 1, 1, 0]), tmp_path / "device.png")
+    )
+    assert np.array_equal(on_host, on_device)
+
+
+def test_show_results_needs_one_prediction_per_image(tmp_path):
+    from grainlite.tools import show_results
+
+    with pytest.raises(GrainliteValueError) as raised:
+        show_results(labelled(), np.arange(3), tmp_path / "x.png")
+    assert str(raised.value) == (
+        "show_results needs one prediction per image: the batch has 4 images, predictions has "
+        "shape (3,); pass the model's output for this batch (labels (N,), scores (N, C) or "
+        "images (N, H, W[, C]))."
+    )
+
+
+def test_describe_batch_prints_keys_shapes_dtypes_ranges_and_nan_counts(capsys):
+    from grainlite.tools import describe_batch
+
+    batch = {
+        "image": np.arange(24, dtype=np.uint8).reshape(2, 3, 4, 1),
+        "score": np.array([0.5, np.nan, -1.25], np.float32),
+        "name": ["a", "b"],
+        "meta": {"ids": np.array([3, 9]), "ok": np.array([True, False])},
+        "all_nan": np.full(2, np.nan),
+    }
+    describe_batch(batch)
+    assert capsys.readouterr().out.splitlines() == [
+        "key       shape         dtype    min    max   nans",
+        "image     (2, 3, 4, 1)  uint8    0      23    0",
+        "score     (3,)          float32  -1.25  0.5   1",
+        "name      (2,)          <U1      -      -     -",
+        "meta/ids  (2,)          int64    3      9     0",
+        "meta/ok   (2,)          bool     False  True  0",
+        "all_nan   (2,)          float64  nan    nan   2",
+    ]
+
+
+def test_describe_batch_reads_device_arrays_and_needs_no_matplotlib():
+    pytest.importorskip("jax")
+    code = (
+        "import sys, numpy as np, jax\n"
+        "from grainlite.tools import describe_batch\n"
+        "describe_batch({'x': jax.numpy.array([[1.5, 2.0]]), 'y': np.int32(4)})\n"
+        "assert 'matplotlib' not in sys.modules, 'describe_batch imported matplotlib'\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.splitlines() == [
+        "key  shape   dtype    min  max  nans",
+        "x    (1, 2)  float32  1.5  2    0",
+        "y    ()      int32    4    4    0",
+    ]

@@ -7,18 +7,26 @@ process writes ``process_<i>-of-<n>.json`` holding exactly its iterator's ``get_
 Both iterator kinds go through it. A ``DataLoader`` iterator's state is already JSON bytes and is
 written as it is; a Dataset-API iterator's state is a dict, written as JSON with a four-space
 indent (the text Grain writes) and read back with ``json.loads``: nothing is ever unpickled.
+
+Restoring a ``DataLoader`` iterator onto another number of JAX processes reads every process's
+file (the folder must be shared) and gives this process its part of what the saving processes had
+not delivered (see :mod:`grainlite.loader.elastic`); another worker count needs only this
+process's file (``set_state`` handles it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import stat
 from typing import Any
 
 from grainlite._optional import require
 from grainlite.dataset.base import DatasetIterator
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateNotJSONError
+from grainlite.loader.state import MAX_STATE_BYTES
 
 ocp = require("orbax.checkpoint", "orbax", "Checkpointing a grainlite iterator with Orbax")
 
@@ -102,12 +110,88 @@ def decode_dataset_state(raw: bytes) -> dict[str, Any]:
     except json.JSONDecodeError as error:
         message = f"Invalid dataset iterator state: it is not valid JSON ({error}). {fix}"
         raise StateNotJSONError(message, error) from None
+    except (RecursionError, ValueError) as error:  # thousands of levels deep; huge integers
+        reason = "it nests thousands of levels deep" if isinstance(error, RecursionError) else error
+        raise GrainliteValueError(
+            f"Invalid dataset iterator state: it cannot be read ({reason}). {fix}"
+        ) from None
     if not isinstance(state, dict):
         raise GrainliteValueError(
             f"Invalid dataset iterator state: expected a JSON object, got "
             f"{type(state).__name__} {text[:60]!r}. {fix}"
         )
     return state
+
+
+def _started(iterator: Any) -> Any:
+    start_prefetch = getattr(iterator, "start_prefetch", None)
+    if start_prefetch is not None:
+        start_prefetch()  # as Grain does: workers start reading at the restored position
+    return iterator
+
+
+def _other_process_count(directory: Any, count: int) -> int | None:
+    """N if the folder holds exactly the files of N != ``count`` processes, else None."""
+    if not directory.exists():
+        return None
+    found = [m for p in directory.iterdir() if (m := _FILE.fullmatch(p.name))]
+    counts = {int(m.group(2)) for m in found}
+    if len(counts) != 1 or count in counts:
+        return None
+    saved = counts.pop()
+    indices = sorted(int(m.group(1)) for m in found)
+    return saved if indices == list(range(saved)) else None
+
+
+def read_state_file(path: Any) -> bytes:
+    """The bytes of a state file: a regular file of at most ``MAX_STATE_BYTES``, else an error.
+
+    A FIFO would block the restore forever and a device (``/dev/zero``) never ends: both are
+    refused from ``stat`` before anything is opened, as is a file too large to be a state.
+    """
+    info = os.stat(path)  # follows symbolic links: what would be read is what is checked
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file"
+        raise GrainliteValueError(
+            f"{path} is {kind}, so it is not an iterator state; restore a folder written by "
+            f"CheckpointSave, whose states are small JSON files."
+        )
+    with open(path, "rb") as file:
+        raw = file.read(MAX_STATE_BYTES + 1)
+    if len(raw) > MAX_STATE_BYTES:
+        raise GrainliteValueError(
+            f"{path} is larger than {MAX_STATE_BYTES} bytes, so it is not an iterator state "
+            f"(those are a few hundred bytes); restore a folder written by CheckpointSave."
+        )
+    return raw
+
+
+def _restore_from_every_file(iterator: Any, directory: Any, saved: int) -> None:
+    """Gives ``iterator`` its part of the remainder of the ``saved`` processes' states."""
+    from grainlite.loader.state import load
+
+    restore_hosts = getattr(iterator, "_restore_hosts", None)
+    if restore_hosts is None:
+        raise GrainliteTypeError(
+            f"The checkpoint in {directory} was written by {saved} JAX process(es) and this run "
+            f"has another count; only a grainlite DataLoader iterator can be restored onto "
+            f"another process count, got {type(iterator).__name__}."
+        )
+    documents = {}
+    for i in range(saved):
+        path = directory / state_file_name(i, saved)
+        try:
+            documents[i] = load(read_state_file(path))
+        except ValueError as error:
+            error.add_note(f"grainlite: while reading {path}")
+            raise
+    try:
+        restore_hosts(documents, saved)
+    except (ValueError, KeyError, TypeError) as error:
+        error.add_note(
+            f"grainlite: while restoring the iterator from the {saved} files in {directory}"
+        )
+        raise
 
 
 class CheckpointHandler(ocp.CheckpointHandler):  # type: ignore[name-defined,misc]
@@ -132,20 +216,29 @@ class CheckpointHandler(ocp.CheckpointHandler):  # type: ignore[name-defined,mis
     def restore(self, directory: Any, item: Any = None, args: Any = None) -> Any:
         """Moves the iterator to the saved position and returns it (the same object).
 
+        A ``DataLoader`` iterator can restore a checkpoint written by another number of JAX
+        processes when the folder holds every process's file: it takes its part of what they had
+        not delivered (every record exactly once across all processes).
+
         Raises:
-          GrainliteValueError: this process's file is missing (the message says why, e.g. a
-            checkpoint written by another number of JAX processes) or is not a valid state.
-          CheckpointMismatchError: the state belongs to a loader with another worker count,
-            sampler or data source. Every error carries a note naming the file.
+          GrainliteValueError: this process's file is missing and the folder does not hold
+            every file of another process count (the message says why), or a file is not a
+            valid state.
+          CheckpointMismatchError: the state belongs to a loader with another sampler or data
+            source. Every error carries a note naming the file.
           StateNotJSONError: a Dataset-API iterator's file is not JSON.
         """
         iterator = item if item is not None else args.item
         index, count = process_layout()
         path = directory / state_file_name(index, count)
         if not path.exists():
-            raise _missing_file_error(directory, state_file_name(index, count), count)
+            saved = _other_process_count(directory, count)
+            if saved is None or isinstance(iterator, DatasetIterator):
+                raise _missing_file_error(directory, state_file_name(index, count), count)
+            _restore_from_every_file(iterator, directory, saved)
+            return _started(iterator)
         try:
-            raw = path.read_bytes()
+            raw = read_state_file(path)
             if isinstance(iterator, DatasetIterator):
                 iterator.set_state(decode_dataset_state(raw))
             else:
@@ -153,10 +246,7 @@ class CheckpointHandler(ocp.CheckpointHandler):  # type: ignore[name-defined,mis
         except (ValueError, KeyError, TypeError) as error:
             error.add_note(f"grainlite: while restoring the iterator from {path}")
             raise
-        start_prefetch = getattr(iterator, "start_prefetch", None)
-        if start_prefetch is not None:
-            start_prefetch()  # as Grain does: workers start reading at the restored position
-        return iterator
+        return _started(iterator)
 
     def metadata(self, directory: Any) -> None:
         """None: the state file is its own description."""

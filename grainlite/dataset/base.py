@@ -354,6 +354,20 @@ class DatasetIterator(Generic[T], Iterator[T], abc.ABC):
     def set_state(self, state: dict[str, Any]) -> None:
         """Moves to the position ``state`` (from ``get_state`` here or in Grain)."""
 
+    def stats(self) -> Any:
+        """Where this iterator's time went, per node, with a diagnosis (a
+        :class:`~grainlite.stats.report.Stats`; ``print()`` it for a table).
+
+        Nodes that count: ``to_iter_dataset`` (block reads) and the MapDataset ``map``,
+        ``filter``, ``random_map``, ``map_with_index`` it reads through (per block); the
+        IterDataset ``map``, ``filter``, ``random_map`` (timed on a sample of elements) and
+        ``batch``; and ``mp_prefetch`` (the workers' own nodes, transport, the consumer's wait).
+        Other nodes are left out.
+        """
+        from grainlite.stats.collect import dataset_stats
+
+        return dataset_stats(self)
+
     def close(self) -> None:
         """Releases this iterator's resources and those of every iterator it reads from."""
         if getattr(self, "_closed", False):

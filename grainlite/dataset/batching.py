@@ -41,6 +41,7 @@ from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.stats.counters import StageCounter, clock
 from grainlite.transforms.batch import make_batch, validate_batch_size
 
 
@@ -214,12 +215,17 @@ class BatchDatasetIterator(DatasetIterator):
         self._batch_size = batch_size
         self._drop_remainder = drop_remainder
         self._batch_fn = batch_fn
+        self._stats_stage = StageCounter("Batch", "batch")  # stacking timed for every batch
 
     def __next__(self) -> Any:
         values = list(itertools.islice(self._parent, self._batch_size))
         if not values or (self._drop_remainder and len(values) < self._batch_size):
             raise StopIteration
-        return self._batch_fn(values)
+        begin = clock()
+        try:
+            return self._batch_fn(values)
+        finally:
+            self._stats_stage.add(clock() - begin, len(values), 1)
 
     def get_state(self) -> dict[str, Any]:
         """The parent's state: a batch iterator holds nothing between batches."""

@@ -37,6 +37,7 @@ from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError
 from grainlite.loader.failures import FailedElement, hide_internal_frames
 from grainlite.loader.options import MultiprocessingOptions
 from grainlite.loader.state import IteratorPosition
+from grainlite.stats.counters import ParentCounters
 
 # Grain's mp_prefetch() without options runs this many workers.
 _DEFAULT_WORKERS = 10
@@ -143,11 +144,19 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         self._position = IteratorPosition([None] * self._workers, 0, [False] * self._workers)
         self._stream: Any = None
         self._stopped_by: BaseException | None = None
+        self._stats_counters = ParentCounters(self._workers)  # stats(): kept across streams
 
     def _start(self) -> Any:
         from grainlite.engine.parent import WorkerStream
 
-        return WorkerStream(self._pipeline, _Workers(self._workers), self._position, self._dataset)
+        self._stats_counters.start()
+        return WorkerStream(
+            self._pipeline,
+            _Workers(self._workers),
+            self._position,
+            self._dataset,
+            self._stats_counters,
+        )
 
     def __next__(self) -> Any:
         stream = self._stream
@@ -166,6 +175,7 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             element = stream.next()
         except StopIteration:
             self._release()  # every worker is done: end the processes now
+            self._stats_counters.end()
             raise
         except BaseException as error:  # a dead worker, a failed start, Ctrl-C
             self._stopped_by = error
@@ -208,6 +218,7 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
     def close(self) -> None:
         """Stops the worker processes and removes their shared memory now. Idempotent."""
         self._release()
+        self._stats_counters.end()
         super().close()
 
     def __str__(self) -> str:

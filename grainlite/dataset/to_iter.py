@@ -21,6 +21,38 @@ from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.read_ahead import BlockReader
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.loader.options import ReadOptions
+from grainlite.stats.counters import ParentCounters, StageCounter, clock
+
+
+def _chain(dataset: Any) -> list[Any]:
+    """The MapDataset nodes a block read runs through, from the source up (first parents)."""
+    nodes = []
+    node = dataset
+    while node is not None:
+        nodes.append(node)
+        parents: tuple[Any, ...] = tuple(getattr(node, "_parents", ()))
+        node = parents[0] if len(parents) == 1 else None
+    return nodes[::-1]
+
+
+def map_chain_name(dataset: Any) -> str:
+    """``RangeMapDataset → SliceMapDataset``: the nodes of a block read that are not timed
+    transformations (those have their own rows)."""
+    names = [type(n).__name__ for n in _chain(dataset) if not hasattr(n, "_stats_stage")]
+    return " → ".join(names) or type(dataset).__name__
+
+
+def timed_map_nodes(dataset: Any) -> list[Any]:
+    """The MapDataset transformations below ``dataset`` that time their block reads."""
+    return [
+        n for n in _chain(dataset) if isinstance(getattr(n, "_stats_stage", None), StageCounter)
+    ]
+
+
+def node_counts(node: Any) -> tuple[int, int, int, int]:
+    """A node counter's (ns, calls, elements in, elements out) now."""
+    stage = node._stats_stage
+    return stage.ns, stage.calls, stage.elements_in, stage.elements_out
 
 
 def _check_read_options(read_options: Any) -> Any:
@@ -116,6 +148,12 @@ class PrefetchDatasetIterator(DatasetIterator):
         self._base = 0
         self._reader: BlockReader | None = None
         self._finalizer: Any = None
+        # stats(): each block read is timed; this iterator's clock starts at the first one. The
+        # MapDataset transformations below time their blocks themselves (cumulative over every
+        # reader of the dataset): their counts at this point are the baseline.
+        self._stats_stage = StageCounter(f"read ({map_chain_name(parent)})", "read")
+        self._stats_counters = ParentCounters(0)
+        self._stats_nodes = [(node, node_counts(node)) for node in timed_map_nodes(parent)]
 
     def __next__(self) -> Any:
         pos = self._pos
@@ -150,15 +188,22 @@ class PrefetchDatasetIterator(DatasetIterator):
         self._buf, self._end, self._pos = [], 0, 0
         if self._base >= self._length:
             self._stop_reader()
+            self._stats_counters.end()
             return False
         if self._reader is None:
             self._reader = BlockReader(self._getitems, self._base, self._length, self._read_options)
             self._finalizer = weakref.finalize(self, self._reader.close)
+        counters = self._stats_counters
+        counters.start()
+        begin = clock()
         try:
             block = self._reader.next_block()
         except BaseException:
             self._stop_reader()
             raise
+        self._stats_stage.add(clock() - begin, len(block), len(block))
+        if not counters.first_ns:
+            counters.first_element()
         self._buf, self._end = block, len(block)
         return True
 
@@ -166,6 +211,26 @@ class PrefetchDatasetIterator(DatasetIterator):
         if self._finalizer is not None:
             self._finalizer()  # closes the reader (once)
         self._reader, self._finalizer = None, None
+
+    def _stats_rows(self) -> list[dict[str, Any]]:
+        """stats(): the read (less the transformations' time) and each MapDataset
+        transformation it ran, counted since this iterator was made."""
+        rows = []
+        for node, (ns, _calls, elements_in, elements_out) in self._stats_nodes:
+            stage = node._stats_stage
+            rows.append(
+                {
+                    "name": stage.name,
+                    "kind": "transform",
+                    "seconds": (stage.ns - ns) / 1e9,
+                    "in": stage.elements_in - elements_in,
+                    "out": stage.elements_out - elements_out,
+                    "sampled": False,
+                }
+            )
+        read = self._stats_stage.snapshot()
+        read["seconds"] = max(0.0, read["seconds"] - sum(row["seconds"] for row in rows))
+        return [read, *rows]
 
     def get_state(self) -> dict[str, Any]:
         """``{"next_index": N}``: the index of the next element to read (holes included)."""

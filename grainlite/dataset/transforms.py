@@ -22,6 +22,8 @@ from typing import Any
 from grainlite.dataset import seeding
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import GrainliteTypeError
+from grainlite.stats.collect import ElementTimer, callable_name
+from grainlite.stats.counters import StageCounter, clock
 
 # The method each kind of transform class has, and the parameters a plain function takes.
 _METHODS = {
@@ -81,9 +83,16 @@ class _ElementwiseMapDataset(MapDataset):
         super().__init__(parent)
         self._transform = transform
         self._fn = transform_function(transform, self._kind)
+        # Block reads (_getitems) are timed into it, for the stats of iterators that read here.
+        self._stats_stage = StageCounter(callable_name(self._fn), "transform")
 
     def __len__(self) -> int:
         return len(self._parent)
+
+    def _timed(self, begin: int, out: list[Any], kept: int | None = None) -> list[Any]:
+        """Counts one block of ``out`` made since ``begin`` (``kept``: elements not holes)."""
+        self._stats_stage.add(clock() - begin, len(out), len(out) if kept is None else kept)
+        return out
 
     def __str__(self) -> str:
         return f"{type(self).__name__}(transform={_name(self._transform)})"
@@ -102,7 +111,9 @@ class MapMapDataset(_ElementwiseMapDataset):
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         fn = self._fn
-        return [None if x is None else fn(x) for x in parent_getitems(self._parent)(indices)]
+        elements = parent_getitems(self._parent)(indices)
+        begin = clock()
+        return self._timed(begin, [None if x is None else fn(x) for x in elements])
 
 
 class FilterMapDataset(_ElementwiseMapDataset):
@@ -118,9 +129,10 @@ class FilterMapDataset(_ElementwiseMapDataset):
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         fn = self._fn
-        return [
-            x if x is not None and fn(x) else None for x in parent_getitems(self._parent)(indices)
-        ]
+        elements = parent_getitems(self._parent)(indices)
+        begin = clock()
+        out = [x if x is not None and fn(x) else None for x in elements]
+        return self._timed(begin, out, sum(1 for x in out if x is not None))
 
 
 class MapWithIndexMapDataset(_ElementwiseMapDataset):
@@ -138,7 +150,9 @@ class MapWithIndexMapDataset(_ElementwiseMapDataset):
         fn = self._fn
         elements = parent_getitems(self._parent)(indices)
         keys = indices.tolist() if hasattr(indices, "tolist") else indices
-        return [None if x is None else fn(i, x) for i, x in zip(keys, elements, strict=True)]
+        begin = clock()
+        out = [None if x is None else fn(i, x) for i, x in zip(keys, elements, strict=True)]
+        return self._timed(begin, out)
 
 
 class RandomMapMapDataset(_ElementwiseMapDataset):
@@ -164,7 +178,9 @@ class RandomMapMapDataset(_ElementwiseMapDataset):
         fn, rng = self._fn, self._rngs.rng
         elements = parent_getitems(self._parent)(indices)
         keys = indices.tolist() if hasattr(indices, "tolist") else indices
-        return [None if x is None else fn(x, rng(i)) for i, x in zip(keys, elements, strict=True)]
+        begin = clock()
+        out = [None if x is None else fn(x, rng(i)) for i, x in zip(keys, elements, strict=True)]
+        return self._timed(begin, out)
 
 
 # IterDataset twins ------------------------------------------------------------------------------
@@ -236,16 +252,29 @@ class RandomMapIterDataset(_ElementwiseIterDataset):
 
 
 class MapDatasetIterator(DatasetIterator):
-    """Applies ``fn`` to each element of the parent iterator (``None`` passes through)."""
+    """Applies ``fn`` to each element of the parent iterator (``None`` passes through).
+
+    A sample of the elements has ``fn`` timed for ``stats()`` (:class:`ElementTimer`); the others
+    only count down ``_countdown``.
+    """
 
     def __init__(self, parent: DatasetIterator, fn: Callable[[Any], Any]) -> None:
         super().__init__(parent)
         self._next_parent = parent.__next__
         self._fn = fn
+        self._stats_stage = ElementTimer(callable_name(fn))
+        self._countdown = self._stats_stage.gap
 
     def __next__(self) -> Any:
         element = self._next_parent()
-        return None if element is None else self._fn(element)
+        self._countdown -= 1  # counted after the parent: the call that ends the stream is not
+        if self._countdown:
+            return None if element is None else self._fn(element)
+        begin = clock()
+        try:
+            return None if element is None else self._fn(element)
+        finally:
+            self._countdown = self._stats_stage.timed(clock() - begin)
 
     def get_state(self) -> dict[str, Any]:
         """The parent's state (a map adds nothing to the position)."""
@@ -261,10 +290,23 @@ class FilterDatasetIterator(MapDatasetIterator):
 
     def __next__(self) -> Any:
         next_parent, fn = self._next_parent, self._fn
+        if self._countdown > 1:  # counts down on each element returned, not on the end
+            while True:
+                element = next_parent()
+                if fn(element):
+                    self._countdown -= 1
+                    return element
+                self._stats_stage.dropped += 1
+        spent = 0
         while True:
             element = next_parent()
-            if fn(element):
+            begin = clock()
+            kept = fn(element)
+            spent += clock() - begin
+            if kept:
+                self._countdown = self._stats_stage.timed(spent)
                 return element
+            self._stats_stage.dropped += 1
 
 
 class MapWithIndexDatasetIterator(DatasetIterator):
@@ -275,12 +317,21 @@ class MapWithIndexDatasetIterator(DatasetIterator):
         self._next_parent = parent.__next__
         self._fn = fn
         self._counter = 0
+        self._stats_stage = ElementTimer(callable_name(fn))
+        self._countdown = self._stats_stage.gap
 
     def __next__(self) -> Any:
         element = self._next_parent()
         index = self._counter
         self._counter = index + 1
-        return None if element is None else self._fn(index, element)
+        self._countdown -= 1
+        if self._countdown:
+            return None if element is None else self._fn(index, element)
+        begin = clock()
+        try:
+            return None if element is None else self._fn(index, element)
+        finally:
+            self._countdown = self._stats_stage.timed(clock() - begin)
 
     def get_state(self) -> dict[str, Any]:
         """``{"parent": <parent state>, "counter": <index of the next element>}``."""
@@ -312,6 +363,8 @@ class RandomMapDatasetIterator(DatasetIterator):
         self._rngs = rngs
         self._index = 0
         self._offset, self._stride = offset, stride
+        self._stats_stage = ElementTimer(callable_name(fn))
+        self._countdown = self._stats_stage.gap
 
     def __next__(self) -> Any:
         element = self._next_parent()
@@ -319,7 +372,14 @@ class RandomMapDatasetIterator(DatasetIterator):
         self._index = index + 1
         if element is None:
             return None
-        return self._fn(element, self._rngs.rng(index * self._stride + self._offset))
+        self._countdown -= 1
+        if self._countdown:
+            return self._fn(element, self._rngs.rng(index * self._stride + self._offset))
+        begin = clock()
+        try:
+            return self._fn(element, self._rngs.rng(index * self._stride + self._offset))
+        finally:
+            self._countdown = self._stats_stage.timed(clock() - begin)
 
     def get_state(self) -> dict[str, Any]:
         """``{"parent": <parent state>, "index_for_rng": <count of elements seen>}``."""

@@ -23,6 +23,7 @@ import cloudpickle
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
 from grainlite.loader.failures import FailedElement
+from grainlite.stats.collect import IteratorStats
 from grainlite.transforms.batch import make_batch
 
 
@@ -91,14 +92,23 @@ class DatasetPipeline:
         finally:
             iterator.close()
 
+    def make_stats(self) -> IteratorStats:
+        """The counters :meth:`iterate` reports into (the worker's iterator tree)."""
+        return IteratorStats()
+
     def iterate(
-        self, worker: int, workers: int, state: Any, allocate: Any = None
+        self,
+        worker: int,
+        workers: int,
+        state: Any,
+        allocate: Any = None,
+        stats: IteratorStats | None = None,
     ) -> Generator[tuple[Any, Any], None, None]:
         """Yields ``(element, state after it)`` of worker ``worker``'s share, from ``state``.
 
         ``state`` None starts at the beginning. Runs in the worker process, where this object is
         its own private copy: the first call slices the pipeline in place and runs
-        ``worker_init_fn``.
+        ``worker_init_fn``. ``stats`` (from :meth:`make_stats`) counts the worker's iterator.
         """
         if not self._started:
             read_ahead.share_cpus(workers)
@@ -107,6 +117,8 @@ class DatasetPipeline:
             if self.worker_init_fn is not None:
                 self.worker_init_fn(worker, workers)
         iterator = self.dataset.__iter__()
+        if stats is not None:
+            stats.attach(iterator)
         try:
             if state is not None:
                 iterator.set_state(state)

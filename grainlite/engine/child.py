@@ -25,20 +25,25 @@ import cloudpickle
 from grainlite.engine import transport
 from grainlite.engine.channel import Channel
 from grainlite.engine.protocol import (
+    REPORT_EVERY_S,
+    REPORT_WHEN_BLOCKED_S,
     Ack,
     Announce,
     Element,
     End,
     Init,
     Restart,
+    StatsReport,
     Stop,
     ToWorker,
 )
 from grainlite.engine.remote_errors import report
 from grainlite.engine.transport import SlabPool
 from grainlite.loader.failures import FailedElement
+from grainlite.stats.counters import WorkerCounters, clock
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
+_REPORT_WHEN_BLOCKED_NS = int(REPORT_WHEN_BLOCKED_S * 1e9)
 
 
 class _Restart(Exception):
@@ -52,6 +57,8 @@ class _Worker:
         self.generation = 0
         self.restart: Restart | None = None
         self.pool: SlabPool | None = None
+        self.counters = WorkerCounters(0)
+        self.next_report = self.last_report = 0
 
     # Parent messages -------------------------------------------------------------------------
     def handle(self, message: ToWorker) -> None:
@@ -61,6 +68,7 @@ class _Worker:
                 self.pool.release(message.released)
         elif isinstance(message, Restart):
             self.restart = message
+            self.counters.buffer = message.credits
         elif isinstance(message, Stop):
             self.exit(0)
 
@@ -89,9 +97,14 @@ class _Worker:
     def run(self, pipeline: Any, worker: int, workers: int, state: Any) -> None:
         assert self.pool is not None
         allocate = self.pool.allocate if pipeline.batches_last else None
+        make_stats = getattr(pipeline, "make_stats", None)
+        stats = self.counters.pipeline = make_stats() if make_stats is not None else None
+        extra = {} if stats is None else {"stats": stats}
+        self.next_report = 0  # the first report goes with the first element
+        self.counters.started_ns = clock()  # worker time counts from here, start-up left out
         while True:
             try:
-                self.produce(pipeline.iterate(worker, workers, state, allocate))
+                self.produce(pipeline.iterate(worker, workers, state, allocate, **extra))
             except _Restart:
                 pass
             except Exception as error:  # a read failed: this worker's stream cannot go on
@@ -133,27 +146,49 @@ class _Worker:
             failure.__cause__ = error
             return pickle.dumps(report(failure, self.generation, state), _PROTOCOL), [], []
 
+    def report_stats(self) -> None:
+        """Sends the counters to the parent (see the protocol's Stats paragraph)."""
+        self.send(StatsReport(self.counters.snapshot()))
+        self.last_report = clock()
+        self.next_report = self.last_report + int(REPORT_EVERY_S * 1e9)
+
     def produce(self, elements: Any) -> None:
         pool = self.pool
         assert pool is not None
+        counters = self.counters
         try:
             for element, state in elements:
+                begin = clock()
+                waited = 0
                 data, slabs, announced = self.encode(element, state)
-                while self.credits == 0 and self.restart is None:
-                    self.receive()
+                if self.credits == 0 and self.restart is None:  # the buffer is full: wait
+                    waited = clock()
+                    while self.credits == 0 and self.restart is None:
+                        self.receive()
+                    waited = clock() - waited
+                    counters.blocked_ns += waited
                 if self.restart is not None:
                     pool.release(slabs)
                     if announced:
                         self.send(Announce(self.generation, announced))
                     raise _Restart
                 self.send_bytes(data)
+                counters.in_flight += counters.buffer - self.credits  # sent, not yet taken
+                counters.sent += 1
                 self.credits -= 1
+                end = clock()
+                counters.encode_ns += end - begin - waited
+                if end >= self.next_report or (
+                    waited and end - self.last_report >= _REPORT_WHEN_BLOCKED_NS
+                ):
+                    self.report_stats()
                 while self.conn.poll():
                     self.receive()
                 if self.restart is not None:
                     raise _Restart
         finally:
             elements.close()
+        self.report_stats()
         self.send(End(self.generation))
 
 
@@ -175,7 +210,7 @@ def main() -> None:
         init: Init = pickle.loads(conn.recv_bytes())
     except (EOFError, OSError):
         os._exit(0)
-    worker.credits = init.credits
+    worker.credits = worker.counters.buffer = init.credits
     worker.pool = SlabPool(init.tag, init.owner_pid)
     try:
         pipeline = cloudpickle.loads(init.pipeline)

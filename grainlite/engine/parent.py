@@ -23,11 +23,21 @@ from grainlite import shm
 from grainlite.engine import remote_errors
 from grainlite.engine.flow import acknowledge
 from grainlite.engine.process_group import ProcessGroup
-from grainlite.engine.protocol import Ack, Announce, Element, End, ErrorReport, Init, Restart
+from grainlite.engine.protocol import (
+    Ack,
+    Announce,
+    Element,
+    End,
+    ErrorReport,
+    Init,
+    Restart,
+    StatsReport,
+)
 from grainlite.engine.transport import SlabMapper
 from grainlite.loader.failures import FailedElement
 from grainlite.loader.pipeline import Pipeline
 from grainlite.loader.state import IteratorPosition, Layout
+from grainlite.stats.counters import ParentCounters, clock
 
 
 def check_picklable(pipeline: Pipeline) -> bytes:
@@ -83,6 +93,8 @@ class WorkerStream:
     :class:`~grainlite.dataset.worker_pipeline.DatasetPipeline`: anything with
     ``iterate(worker, workers, state, allocate)`` and ``batches_last``. Only ``layout.worker_count``
     and ``loader.multiprocessing_options.per_worker_buffer_size`` are read from the other two.
+    ``counters`` (kept by the iterator across streams) receives the consumer's wait, the parent's
+    transport time and the workers' reports.
     """
 
     # At the end of the stream the workers stop, unless this is True: then they wait for a
@@ -95,8 +107,10 @@ class WorkerStream:
         layout: Layout | Any,
         position: IteratorPosition,
         loader: Any,
+        counters: ParentCounters | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self.counters = counters if counters is not None else ParentCounters(layout.worker_count)
         self._workers = layout.worker_count
         self._states = list(position.states)
         self._next = position.next_worker
@@ -184,7 +198,11 @@ class WorkerStream:
             if self._exhausted[w]:
                 self._next = (w + 1) % workers
                 continue
+            begin = clock()
             message = self._receive(w)
+            received = clock()
+            counters = self.counters
+            counters.wait_ns += received - begin
             if isinstance(message, End):
                 self._exhausted[w] = True
                 self._next = (w + 1) % workers
@@ -202,6 +220,10 @@ class WorkerStream:
             self._states[w] = message.state
             self._next = (w + 1) % workers
             acknowledge(self._group, self._mappers, w)
+            counters.transport_ns += clock() - received
+            counters.delivered += 1
+            if not counters.first_ns:
+                counters.first_element()
             return element
 
     def _receive(self, w: int) -> Element | ErrorReport | End:
@@ -209,6 +231,9 @@ class WorkerStream:
             message = self._group.receive(w)
             if isinstance(message, Announce):
                 self._mappers[w].announce(message.announced)
+                continue
+            if isinstance(message, StatsReport):
+                self.counters.workers[w] = message.stats
                 continue
             if message.generation == self._generation:
                 return message

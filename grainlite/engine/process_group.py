@@ -40,12 +40,33 @@ class _Handle:
     conn: Channel
 
 
+# Set in workers unless grain.config's hide_accelerators_in_workers is False: a transform that
+# imports JAX, PyTorch or TensorFlow must not take GPU memory or a TPU from the training process.
+# -1 is an invalid device index: CUDA shows only the devices listed before the first invalid one,
+# so none; the ROCm variables are documented to work alike (no GPU here checks either). TensorFlow
+# has no variable that hides a TPU; JAX (JAX_PLATFORMS) and PyTorch/XLA (PJRT_DEVICE) do.
+HIDDEN_ACCELERATORS = {
+    "CUDA_VISIBLE_DEVICES": "-1",
+    "HIP_VISIBLE_DEVICES": "-1",
+    "ROCR_VISIBLE_DEVICES": "-1",
+    "JAX_PLATFORMS": "cpu",
+    "PJRT_DEVICE": "CPU",
+}
+
+
 def worker_environment() -> dict[str, str]:
-    """The environment of a worker: the parent's, its import path, and JAX kept on the CPU."""
+    """The environment of a worker: the parent's, its import path, and accelerators hidden.
+
+    Accelerators stay visible when ``grain.config.update("hide_accelerators_in_workers", False)``
+    was called (or ``GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS=0`` is set).
+    """
+    from grainlite import config
+
     env = dict(os.environ)
     paths = [p if p else os.getcwd() for p in sys.path]
     env["PYTHONPATH"] = os.pathsep.join(paths)
-    env["JAX_PLATFORMS"] = "cpu"  # a transform that imports JAX must not take an accelerator
+    if config.get_or_default("hide_accelerators_in_workers"):
+        env.update(HIDDEN_ACCELERATORS)
     return env
 
 
@@ -56,7 +77,7 @@ class ProcessGroup:
         self.count = count
         self.tag = tag
         self._handles: list[_Handle] = []
-        self._finalizer = weakref.finalize(self, _shutdown, self._handles, tag)
+        self._finalizer = weakref.finalize(self, _shutdown, self._handles, tag, os.getpid())
 
     @property
     def started(self) -> bool:
@@ -118,7 +139,11 @@ class ProcessGroup:
         self._finalizer()
 
 
-def _shutdown(handles: list[_Handle], tag: str) -> None:
+def _shutdown(handles: list[_Handle], tag: str, creator: int) -> None:
+    if os.getpid() != creator:
+        # A child made by os.fork() inherited this group: the workers and their shared memory
+        # belong to the parent, which still uses them. The child leaves them alone.
+        return
     with _interrupts_held_back():
         try:
             for handle in handles:

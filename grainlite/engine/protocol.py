@@ -13,6 +13,7 @@ One worker's life, as the parent sees it::
       | ◀──────── ErrorReport(gen, state, ..)|   a transform raised: in that element's place
       | ── Ack(credit, released slabs) ───▶ |   the parent took an element / arrays were freed
       | ◀──────── Announce(gen, slabs) ───── |   new slabs made for an element that was dropped
+      | ◀──────── StatsReport(numbers) ───── |   its counters, every ~0.5 s of work and before End
       | ◀──────── End(gen) ───────────────── |   its share of the stream is done
       | ── Restart(gen, state, credit) ───▶ |   set_state(): start over from ``state``
       | ── Stop() ────────────────────────▶ |   close(): exit now
@@ -31,6 +32,12 @@ to the worker (in an Ack's ``released``) when the user has dropped every array o
 iterator) without a new process. Each restart increases the generation; messages carry the
 generation they were produced in, and the parent drops those of older generations (returning their
 slabs at once). Announcements are never dropped: a slab exists whatever the generation.
+
+**Stats.** A worker's counters (:class:`~grainlite.stats.counters.WorkerCounters`) are cumulative;
+it sends them with its first element, then when, after sending an element, ``REPORT_EVERY_S`` have
+passed on its own clock since the last report (``REPORT_WHEN_BLOCKED_S`` if it had waited on a
+full buffer), and once more before End. The parent keeps the latest per worker, whatever the
+generation. Nothing waits for a report: the element path never blocks on stats.
 
 **Ending.** A worker exits on Stop, when its channel closes (the parent is gone, even killed by
 SIGKILL) and, for a worker busy in a long transform, when its parent pid changes. The parent
@@ -112,5 +119,18 @@ class End(NamedTuple):
     generation: int
 
 
+class StatsReport(NamedTuple):
+    """The worker's cumulative counters (:meth:`WorkerCounters.snapshot`'s JSON-able dict)."""
+
+    stats: dict[str, Any]
+
+
+REPORT_EVERY_S = 0.5
+"""A worker reports its counters after an element once this long has passed since the last."""
+
+REPORT_WHEN_BLOCKED_S = 0.1
+"""... or this long, when it has just waited on a full buffer (it is idle then: reporting is free,
+and the parent learns early that the consumer is the slow side)."""
+
 ToWorker = Init | Ack | Restart | Stop
-ToParent = Element | ErrorReport | Announce | End
+ToParent = Element | ErrorReport | Announce | End | StatsReport

@@ -8,7 +8,7 @@ parent merges their outputs round-robin).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grainlite.errors import (
     GrainliteRuntimeError,
@@ -16,6 +16,7 @@ from grainlite.errors import (
     GrainliteValueError,
     LoaderClosedError,
 )
+from grainlite.loader import elastic
 from grainlite.loader import state as state_codec
 from grainlite.loader.arguments import (
     check_source,
@@ -29,7 +30,12 @@ from grainlite.loader.options import MultiprocessingOptions, ReadOptions
 from grainlite.loader.pipeline import Pipeline
 from grainlite.sampling.sharding import ShardOptions
 from grainlite.sources.protocol import source_repr
+from grainlite.stats.counters import ParentCounters
 from grainlite.transforms.base import classify
+
+if TYPE_CHECKING:
+    from grainlite.stats.chain import ChainTimer
+    from grainlite.stats.report import Stats
 
 
 class DataLoader:
@@ -39,8 +45,11 @@ class DataLoader:
     process; ``worker_count=N`` runs it in N worker processes (``None``: one per CPU this process
     may use, see :func:`~grainlite.loader.cpus.usable_cpu_count`), each keeping up to
     ``worker_buffer_size`` finished elements ready (0 works as 1). ``shard_options`` defaults to the
-    sampler's own. ``read_options`` sets the reader threads of each process. ``enable_profiling`` is
-    accepted for compatibility with Grain and does nothing yet.
+    sampler's own. ``read_options`` sets the reader threads of each process.
+    ``enable_profiling=True`` logs each iterator's :meth:`~DataLoaderIterator.stats` table and
+    diagnosis through ``logging`` (logger ``grainlite.stats``) every few seconds and at the end.
+    ``len(loader)`` is the number of elements one iteration yields where that is exact (else a
+    TypeError says why).
     """
 
     def __init__(
@@ -101,6 +110,7 @@ class DataLoader:
             sampler_repr=repr(sampler),
             source_repr=source_repr(data_source),
             flat_map=self._pipeline.has_flat_map,
+            sampler_length=len(sampler) if hasattr(sampler, "__len__") else None,
         )
         if worker_count > 0:
             from grainlite.engine.parent import check_picklable
@@ -121,6 +131,17 @@ class DataLoader:
     def shard_options(self) -> ShardOptions:
         """Which shard of the stream this host reads."""
         return self._shard_options
+
+    def __len__(self) -> int:
+        """Elements one full iteration yields (batches after a Batch), counted exactly.
+
+        Raises TypeError when the count is not known in advance: an endless sampler
+        (``num_epochs=None``), a sampler without a length, or a Filter, FlatMap or custom
+        operation, whose output count depends on the data.
+        """
+        from grainlite.loader.length import loader_length
+
+        return loader_length(self._pipeline, self._layout.worker_count)
 
     def __iter__(self) -> DataLoaderIterator:
         """A new iterator from the start; each call starts over."""
@@ -145,15 +166,27 @@ class DataLoaderIterator(Iterator[Any]):
         self._stream: Any = None
         self._closed = False
         self._stopped_by: BaseException | None = None  # an error the stream cannot go on after
+        self._counters = ParentCounters(self._layout.worker_count)  # stats(), across streams
+        self._timer: Any = None  # the in-process pipeline's counters (worker_count=0)
+        self._profiler: Any = None
         if state is not None:
             self.set_state(state)
 
     def _start(self) -> Any:
+        self._counters.start()
+        if self._profiler is None and self._loader.multiprocessing_options.enable_profiling:
+            from grainlite.stats.profiling import Profiler
+
+            self._profiler = Profiler(self)
         if self._layout.worker_count == 0:
-            return _InProcessStream(self._pipeline, self._position)
+            if self._timer is None:
+                self._timer = self._pipeline.make_stats()
+            return _InProcessStream(self._pipeline, self._position, self._timer, self._counters)
         from grainlite.engine.parent import WorkerStream
 
-        return WorkerStream(self._pipeline, self._layout, self._position, self._loader)
+        return WorkerStream(
+            self._pipeline, self._layout, self._position, self._loader, self._counters
+        )
 
     def __next__(self) -> Any:
         stream = self._stream
@@ -169,6 +202,7 @@ class DataLoaderIterator(Iterator[Any]):
         try:
             element = stream.next()
         except StopIteration:
+            self._ended()
             raise
         except BaseException as error:
             # A dead worker, a failed read, Ctrl-C: the stream cannot go on. It never ends
@@ -194,10 +228,19 @@ class DataLoaderIterator(Iterator[Any]):
     def set_state(self, state: bytes) -> None:
         """Moves this iterator to a saved position; the next element is the one after it.
 
-        Raises CheckpointMismatchError if the state belongs to a loader with another worker
-        count, sampler or data source, and GrainliteValueError if it is not a valid state.
+        A state saved with another worker count (this host count) is restored elastically: each
+        record the old workers had not delivered comes exactly once (the rule is in
+        :mod:`grainlite.loader.elastic`). Raises CheckpointMismatchError if the state belongs to
+        a loader with another sampler or data source, and GrainliteValueError if it is not a
+        valid state.
         """
-        position = state_codec.decode(state, self._layout, self._pipeline.flat_maps)
+        self._move_to(elastic.restore(state, self._layout, self._pipeline))
+
+    def _restore_hosts(self, documents: dict[int, Any], hosts: int) -> None:
+        """Moves to this host's part of what ``hosts`` hosts (their parsed states) left unread."""
+        self._move_to(elastic.remainder(documents, hosts, self._layout, self._pipeline))
+
+    def _move_to(self, position: state_codec.IteratorPosition) -> None:
         self._position = position
         if self._stream is not None:
             if getattr(self._stream, "alive", False):
@@ -208,8 +251,24 @@ class DataLoaderIterator(Iterator[Any]):
         self._closed = False
         self._stopped_by = None
 
+    def stats(self) -> Stats:
+        """Where this iterator's time went: per stage, the consumer's wait, and a diagnosis.
+
+        ``print(iterator.stats())`` shows a table; ``.to_dict()`` gives JSON-able numbers;
+        ``.diagnosis`` names the bottleneck and the option to change. Cheap to call at any time.
+        """
+        from grainlite.stats.loader_stats import loader_stats
+
+        return loader_stats(self._counters, self._timer)
+
+    def _ended(self) -> None:
+        self._counters.end()
+        if self._profiler is not None:
+            self._profiler.stop()
+
     def close(self) -> None:
         """Stops all background work now and releases its resources. Safe to call twice."""
+        self._ended()
         if self._stream is not None:
             self._position = self._stream.position()
             self._stream.close()
@@ -244,9 +303,23 @@ def _stopped_error(cause: BaseException) -> GrainliteRuntimeError:
 class _InProcessStream:
     """The driver for ``worker_count=0``: the pipeline runs in the calling thread."""
 
-    def __init__(self, pipeline: Pipeline, position: state_codec.IteratorPosition) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        position: state_codec.IteratorPosition,
+        timer: ChainTimer,
+        counters: ParentCounters,
+    ) -> None:
         self._state = position.states[0]
-        self._generator = pipeline.iterate(0, 1, self._state)
+        self._generator = pipeline.iterate(0, 1, self._state, stats=timer)
+        self._counters = counters
+        self.next = self._first_next  # type: ignore[method-assign]  # then the plain next()
+
+    def _first_next(self) -> Any:
+        element = _InProcessStream.next(self)
+        del self.next  # the class's next() from now on: no check per element
+        self._counters.first_element()
+        return element
 
     def start(self) -> None:
         pass

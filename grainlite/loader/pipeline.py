@@ -18,10 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from grainlite.loader.failures import FailedElement
+from grainlite.loader.holes import Plan, Resuming, armed_push, wrap
 from grainlite.loader.options import ReadOptions
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.stages import Allocator, Held, Steps, build_chain, initial_state
 from grainlite.loader.striding import WorkerSlice
+from grainlite.stats.chain import ChainTimer, operation_names
+from grainlite.stats.counters import ENABLED as STATS_ENABLED
 
 _NO_RNGS = itertools.repeat(None)
 
@@ -109,25 +112,53 @@ class Pipeline:
         """The global indices worker ``worker`` of ``workers`` (>= 1) reads on this host."""
         return WorkerSlice.of(self.sampler, self.shard_index, self.shard_count, worker, workers)
 
+    def make_stats(self) -> ChainTimer:
+        """The counters :meth:`iterate` fills (pass the same one again after a restart)."""
+        names = operation_names(self.operations)
+        return ChainTimer([kind for kind, _ in self.steps], names, type(self.source).__name__)
+
     def iterate(
-        self, worker: int, workers: int, start: Any, allocate: Allocator | None = None
+        self,
+        worker: int,
+        workers: int,
+        start: Any,
+        allocate: Allocator | None = None,
+        stats: ChainTimer | None = None,
     ) -> Generator[tuple[Any, Any], None, None]:
         """Yields ``(element, state after it)`` for worker ``worker`` of ``workers`` from ``start``.
 
         ``start`` is a state as yielded before (or :meth:`initial_state`); iteration resumes right
         after the element that state was yielded with. An element may be a
-        :class:`~grainlite.loader.failures.FailedElement`; the stream goes on after it.
+        :class:`~grainlite.loader.failures.FailedElement`; the stream goes on after it. ``stats``
+        (from :meth:`make_stats`) receives the read and per-operation counters. A
+        :class:`~grainlite.loader.holes.Resuming` start reads its holes before the native tail.
         """
+        plan: Plan | None = None
+        worker_slice = self.worker_slice(worker, workers)
+        if start.__class__ is Resuming:
+            plan, start = start.plan, start.state
+            worker_slice = plan.slice(worker_slice)
         skipped: set[tuple[int, Any]] = set()
         if isinstance(start, Skipping):
             start, skipped = start.state, set(start.skipped)
         head, sink, base = build_chain(self.steps, start, allocate)
+        timer = stats if stats is not None else self.make_stats()
+        timer.attach(head, base)
         reader = RecordReader(
-            self.sampler, self.source, self.worker_slice(worker, workers), base, self.read_options
+            self.sampler,
+            self.source,
+            worker_slice,
+            base,
+            self.read_options,
+            timer.read if STATS_ENABLED else None,
         )
         out = sink.out
         push = head.push
+        timed_push = timer.timed_push
         count = base
+        sample_at: int | None = timer.first_sample(count)
+        if plan is not None and plan.skips:  # holes with FlatMap skips: every push arms them
+            push, sample_at = armed_push(push, head, plan), None  # (so none is timed)
         delivered: Any = start  # the state of the last element given out
         try:
             # Elements leave as soon as they are made: the first one is not held back by the
@@ -136,11 +167,15 @@ class Pipeline:
             for rngs, data in reader:
                 for value, rng in zip(data, _NO_RNGS if rngs is None else rngs):
                     count += 1
-                    push(value, rng, count)
+                    if count == sample_at:  # a sample is timed (grainlite.stats.chain)
+                        sample_at = timed_push(value, rng, count)
+                    else:
+                        push(value, rng, count)
                     if out:
+                        timer.position = count
                         for element, state in out:
                             if element.__class__ is FailedElement:
-                                self._name_record(element.error, worker, workers, count - 1)
+                                self._name_record(element.error, worker_slice, count - 1)
                             if state.__class__ is Held or skipped:
                                 entry = (
                                     (count - 1, state.state) if state.__class__ is Held else None
@@ -149,20 +184,23 @@ class Pipeline:
                                     continue  # delivered before the state this run started from
                                 state = _final_state(state, entry, skipped, delivered)
                             delivered = state.state if state.__class__ is Skipping else state
+                            if plan is not None:
+                                state = wrap(plan, state)
                             yield element, state
                         out.clear()
             head.flush(count)
+            timer.position = count
             for element, state in out:
                 if skipped:
                     state = _with_skipped(state, skipped)
-                yield element, state
+                yield element, wrap(plan, state)
             out.clear()
         finally:
             reader.close()
 
-    def _name_record(self, error: BaseException, worker: int, workers: int, position: int) -> None:
+    def _name_record(self, error: BaseException, worker_slice: WorkerSlice, position: int) -> None:
         """Adds a note naming the record a failed element came from."""
-        index = self.worker_slice(worker, workers).index(position)
+        index = worker_slice.index(position)
         try:
             key = f", record key {self.sampler[index].record_key}"
         except Exception:  # a custom sampler that cannot say: the index alone

@@ -107,13 +107,15 @@ class RandomMapStage(_Stage):
 
 
 class FilterStage(_Stage):
-    __slots__ = ("fn",)
+    __slots__ = ("dropped", "fn")
+    dropped: int  # elements the filter rejected (counted for stats, only on that path)
     fn: Callable[..., Any]
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
         if data.__class__ is not FailedElement:
             try:
                 if not self.fn(data):
+                    self.dropped += 1
                     return
             except Exception as error:
                 data = fail(error, self.name)
@@ -121,8 +123,9 @@ class FilterStage(_Stage):
 
 
 class BatchStage(_Stage):
-    __slots__ = ("allocate", "buffer", "drop_remainder", "fn", "last_rng", "size")
+    __slots__ = ("allocate", "batches", "buffer", "drop_remainder", "fn", "last_rng", "size")
     allocate: Allocator | None
+    batches: int  # batches made (counted for stats)
     buffer: list[Any]
     drop_remainder: bool
     fn: Callable[[list[Any]], Any] | None
@@ -144,6 +147,7 @@ class BatchStage(_Stage):
             self.last_rng = rng
 
     def _stack(self, values: list[Any]) -> Any:
+        self.batches += 1
         try:
             if self.fn is not None:
                 return self.fn(values)
@@ -166,10 +170,11 @@ class FlatMapStage(_Stage):
     already delivered (``skip``).
     """
 
-    __slots__ = ("fn", "last_count", "previous", "skip")
+    __slots__ = ("fn", "last_count", "previous", "produced", "skip")
     fn: Callable[[Any], Any]
     last_count: int
     previous: Any
+    produced: int  # outputs delivered (counted for stats)
     skip: int
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
@@ -188,6 +193,7 @@ class FlatMapStage(_Stage):
         before, self.previous = self.previous, state
         start, self.skip = self.skip, 0
         self.last_count = len(outputs)
+        self.produced += len(outputs) - start
         push = self.next.push
         for taken in range(start, len(outputs)):
             push(outputs[taken], None, (before, taken + 1))
@@ -207,8 +213,9 @@ class OperationStage(_Stage):
     starts the operation afresh. Records carry the rng; index and record_key are None.
     """
 
-    __slots__ = ("op", "runner")
+    __slots__ = ("op", "produced", "runner")
     op: Any
+    produced: int  # outputs delivered (counted for stats)
     runner: OperationRunner | None
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
@@ -225,6 +232,7 @@ class OperationStage(_Stage):
 
     def _emit(self, outputs: list[Any], error: BaseException | None, state: Any) -> None:
         push = self.next.push
+        self.produced += len(outputs)
         for output in outputs:
             try:
                 data, rng = custom_output(output, self.op)
@@ -282,15 +290,15 @@ def build_chain(
             stage.fn = op.random_map if hasattr(op, "random_map") else op.np_random_map
         elif kind == "filter":
             stage = FilterStage()
-            stage.fn = op.filter
+            stage.fn, stage.dropped = op.filter, 0
         elif kind == "operation":
             stage = OperationStage()
-            stage.op, stage.runner = op, None
+            stage.op, stage.runner, stage.produced = op, None, 0
         elif kind == "flat_map":
             stage = FlatMapStage()
             stage.fn = op.flat_map
             stage.previous, stage.skip = resume[position]
-            stage.last_count = stage.skip
+            stage.last_count, stage.produced = stage.skip, 0
         else:
             stage = BatchStage()  # ours or any object with Batch's three fields
             stage.size, stage.drop_remainder, stage.fn = (
@@ -298,7 +306,7 @@ def build_chain(
                 op.drop_remainder,
                 op.batch_fn,
             )
-            stage.buffer, stage.last_rng = [], None
+            stage.buffer, stage.last_rng, stage.batches = [], None, 0
             last = position == len(steps) - 1
             stage.allocate = allocate if last else None
             if stage.fn is None and isinstance(op, BatchOperation):  # TypeError on a mismatch

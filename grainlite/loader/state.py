@@ -6,7 +6,9 @@ FlatMapTransform store Grain's nested per-layer state instead (Grain does the sa
 restore can skip the outputs of a partly delivered input.
 
 Decoding uses ``json.loads`` and checks every field by hand: nothing from a checkpoint is ever
-unpickled or executed.
+unpickled or executed. A worker that still reads holes after an elastic restore adds the
+``grainlite_holes`` field (see :mod:`grainlite.loader.pending`); a state from another layout is
+turned into holes by :mod:`grainlite.loader.elastic`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from grainlite.errors import CheckpointMismatchError, GrainliteValueError, StateNotJSONError
-from grainlite.loader.pipeline import Skipping, base_position
+from grainlite.errors import (
+    SHOWN_CHARS,
+    CheckpointMismatchError,
+    GrainliteValueError,
+    StateNotJSONError,
+    shown,
+)
+from grainlite.loader import pending as pending_field
+from grainlite.loader.holes import Resuming, innermost, nest, takens_of
+from grainlite.loader.pipeline import Skipping
 from grainlite.loader.striding import WorkerSlice
 
 VERSION = 2
@@ -37,6 +47,9 @@ class Layout:
     sampler_repr: str
     source_repr: str
     flat_map: bool
+    # The sampler's length (None: it has none). A saved position past it is refused: it would
+    # silently end the epoch.
+    sampler_length: int | None = None
 
     @property
     def workers(self) -> int:
@@ -66,7 +79,14 @@ def _nested_to_json(state: Any) -> dict[str, Any]:
 
 def encode(position: IteratorPosition, layout: Layout) -> bytes:
     """The state as Grain writes it: ``json.dumps(..., indent=4)`` encoded as UTF-8."""
-    states = [s.state if isinstance(s, Skipping) else s for s in position.states]
+    pending: dict[int, pending_field.Pending] = {}
+    states = []
+    for w, s in enumerate(position.states):
+        if s.__class__ is Resuming:
+            # Grain's fields say where the native tail starts; the holes go in their own field.
+            pending[w] = pending_field.pending_of(s)
+            s = nest([0] * len(takens_of(s.state)), s.plan.tail_start)
+        states.append(s.state if isinstance(s, Skipping) else s)
     document: dict[str, Any]
     if layout.flat_map:
         nested = [_nested_to_json(s) for s in states]
@@ -95,6 +115,8 @@ def encode(position: IteratorPosition, layout: Layout) -> bytes:
     skipped = _skipped_to_json(position, layout)
     if skipped:  # only after a failed element that overtook elements a Batch still held
         document[SKIPPED_FIELD] = skipped
+    if pending:  # only while a worker has holes left after an elastic restore
+        document[pending_field.FIELD] = pending_field.to_json(_where(layout), pending)
     return json.dumps(document, indent=4).encode()
 
 
@@ -102,13 +124,25 @@ def _skipped_to_json(position: IteratorPosition, layout: Layout) -> list[Any]:
     """The failures to drop after a restore: sampler indices, with their states below a FlatMap."""
     entries: list[tuple[int, Any]] = []
     for w, state in enumerate(position.states):
+        worker = layout.worker_slice(w)
+        if state.__class__ is Resuming:
+            worker, state = state.plan.slice(worker), state.state
         if isinstance(state, Skipping):
-            worker = layout.worker_slice(w)
             entries += [(worker.index(p), key) for p, key in state.skipped]
     entries.sort(key=lambda entry: (entry[0], repr(entry[1])))
     if not layout.flat_map:  # the failed element's state is always its record's position + 1
         return [index for index, _ in entries]
     return [[index, _nested_to_json(key)] for index, key in entries]
+
+
+def _where(layout: Layout) -> tuple[int, int, int]:
+    """(shard_index, shard_count, worker_count): the layout holes are written for."""
+    return layout.shard_index, layout.shard_count, layout.worker_count
+
+
+# A state is a few hundred bytes (a few MB with many pending holes); anything far larger is not
+# one, and is refused before it is parsed. The Orbax handler reads files with the same bound.
+MAX_STATE_BYTES = 64 * 1024 * 1024
 
 
 def _bad(what: str) -> GrainliteValueError:
@@ -119,6 +153,11 @@ def _bad(what: str) -> GrainliteValueError:
 
 
 def _load(state: bytes | str) -> Any:
+    if isinstance(state, bytes | bytearray | str) and len(state) > MAX_STATE_BYTES:
+        raise _bad(
+            f"it is {len(state)} bytes long, more than the {MAX_STATE_BYTES} a state can be "
+            f"(they are a few hundred bytes)"
+        )
     if isinstance(state, bytes | bytearray):
         try:
             state = bytes(state).decode()
@@ -128,20 +167,24 @@ def _load(state: bytes | str) -> Any:
         raise _bad(f"expected bytes, got {type(state).__name__}")
     try:
         return json.loads(state)
+    except RecursionError:
+        raise _bad("it nests JSON arrays or objects thousands of levels deep") from None
     except json.JSONDecodeError as error:
         message = str(_bad(f"it is not valid JSON ({error})"))
         raise StateNotJSONError(message, error) from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts
+        raise _bad(f"it holds a value that cannot be read ({error})") from None
 
 
 def _int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _bad(f"{where} must be an integer, got {value!r}")
+        raise _bad(f"{where} must be an integer, got {shown(value)}")
     return value
 
 
 def _nested_from_json(node: Any, where: str) -> Any:
     if not isinstance(node, dict):
-        raise _bad(f"{where} must be a JSON object, got {node!r}")
+        raise _bad(f"{where} must be a JSON object, got {shown(node)}")
     if set(node) == {"next_index"}:
         count = _int(node["next_index"], f"{where}.next_index")
         if count < 0:
@@ -153,6 +196,23 @@ def _nested_from_json(node: Any, where: str) -> Any:
             raise _bad(f"{where}.next_index_in_buffer must be >= 0, got {taken}")
         return (_nested_from_json(node["parent"], f"{where}.parent"), taken)
     raise _bad(f"{where} has keys {sorted(node)}, expected a FlatMapTransform pipeline's state")
+
+
+def _check_within_sampler(state: Any, worker: int, layout: Layout) -> None:
+    """Refuses a nested position past the end of what worker ``worker`` reads."""
+    if layout.sampler_length is None:
+        return
+    base = state
+    while isinstance(base, tuple):
+        base = base[0]
+    reads = WorkerSlice.striding(
+        layout.shard_index, layout.shard_count, worker, layout.workers, layout.sampler_length
+    ).positions()
+    if reads is not None and base > reads:
+        raise _bad(
+            f"worker {worker}'s next_index {shown(base)} is past the end of this loader's sampler "
+            f"(that worker reads {reads} records): it would end the stream at once"
+        )
 
 
 def _depth(state: Any) -> int:
@@ -171,7 +231,7 @@ def _decode_nested(document: Any, layout: Layout, flat_maps: int) -> IteratorPos
         if not isinstance(raw, list) or len(raw) != layout.worker_count:
             raise CheckpointMismatchError(
                 "Worker count in checkpoint does not match dataloader worker count.\n"
-                f"worker count in checkpoint: {len(raw) if isinstance(raw, list) else raw!r}\n"
+                f"worker count in checkpoint: {len(raw) if isinstance(raw, list) else shown(raw)}\n"
                 f"worker count in dataloader: {layout.worker_count}\n"
                 "Restore with the worker_count the checkpoint was saved with."
             )
@@ -183,6 +243,7 @@ def _decode_nested(document: Any, layout: Layout, flat_maps: int) -> IteratorPos
         next_worker = _int(document.get("next_index_in_cycle"), "next_index_in_cycle")
         next_worker %= layout.worker_count
     for w, state in enumerate(states):
+        _check_within_sampler(state, w, layout)
         if _depth(state) != flat_maps:
             raise _bad(
                 f"worker {w}'s state nests {_depth(state)} FlatMapTransform levels, this loader "
@@ -191,15 +252,29 @@ def _decode_nested(document: Any, layout: Layout, flat_maps: int) -> IteratorPos
     return IteratorPosition(states, next_worker, exhausted)
 
 
+def load(state: bytes | str) -> Any:
+    """The JSON document of a state (``json.loads`` only); raises if it is not JSON text."""
+    return _load(state)
+
+
 def decode(state: bytes | str, layout: Layout, flat_maps: int = 0) -> IteratorPosition:
     """Parses and validates a state for this loader; raises with what differs and how to fix it."""
-    document = _load(state)
+    return decode_document(_load(state), layout, flat_maps)
+
+
+def decode_document(document: Any, layout: Layout, flat_maps: int = 0) -> IteratorPosition:
+    """:func:`decode` for a state already parsed by :func:`load`."""
     if layout.flat_map:
         extra = {}
-        if isinstance(document, dict) and SKIPPED_FIELD in document:
+        if isinstance(document, dict) and (
+            SKIPPED_FIELD in document or pending_field.FIELD in document
+        ):
             document = dict(document)
-            extra[SKIPPED_FIELD] = document.pop(SKIPPED_FIELD)
+            for key in (SKIPPED_FIELD, pending_field.FIELD):
+                if key in document:
+                    extra[key] = document.pop(key)
         position = _decode_nested(document, layout, flat_maps)
+        pending_field.add_pending(extra, position.states, _where(layout), flat_maps)
         _add_skipped(extra, position.states, layout)
         return position
     if not isinstance(document, dict):
@@ -224,22 +299,30 @@ def decode(state: bytes | str, layout: Layout, flat_maps: int = 0) -> IteratorPo
     if missing:
         raise _bad(f"the fields {missing} are missing")
     if document["version"] != VERSION:
-        raise _bad(f"version {document['version']!r} is not supported, only version {VERSION}")
+        raise _bad(f"version {shown(document['version'])} is not supported, only version {VERSION}")
     _check_identity(document, layout)
     seen = document["last_seen_indices"]
     expected_keys = [str(w) for w in range(layout.workers)]
     if not isinstance(seen, dict) or sorted(seen) != sorted(expected_keys):
-        raise _bad(f"last_seen_indices must have the keys {expected_keys}, got {seen!r}")
+        raise _bad(f"last_seen_indices must have the keys {expected_keys}, got {shown(seen)}")
     states = []
     for w in range(layout.workers):
         worker = layout.worker_slice(w)
-        last_read = worker.position(_int(seen[str(w)], f"last_seen_indices[{w!r}]"))
+        index = _int(seen[str(w)], f"last_seen_indices[{w!r}]")
+        end = layout.sampler_length
+        if end is not None and index >= end:
+            raise _bad(
+                f"last_seen_indices[{str(w)!r}]={shown(index)} is past the end of this loader's "
+                f"sampler, which has {end} indices: it would end the stream at once"
+            )
+        last_read = worker.position(index)
         if last_read is None or last_read < -1:
             raise _bad(
-                f"last_seen_indices[{str(w)!r}]={seen[str(w)]} is not an index worker {w} reads "
+                f"last_seen_indices[{str(w)!r}]={shown(index)} is not an index worker {w} reads "
                 f"(those are {worker.first} + {worker.stride}*k on this shard)"
             )
         states.append(last_read + 1)
+    pending_field.add_pending(document, states, _where(layout), flat_maps)
     _add_skipped(document, states, layout)
     last = _int(document["last_worker_index"], "last_worker_index")
     if not -1 <= last < layout.workers:
@@ -252,38 +335,52 @@ def _add_skipped(document: dict[str, Any], states: list[Any], layout: Layout) ->
     """Turns the states of the workers with failures to drop into Skipping states."""
     raw = document.get(SKIPPED_FIELD, [])
     if not isinstance(raw, list):
-        raise _bad(f"{SKIPPED_FIELD} must be a list, got {raw!r}")
+        raise _bad(f"{SKIPPED_FIELD} must be a list, got {shown(raw)}")
     per_worker: dict[int, list[tuple[int, Any]]] = {}
     for item in raw:
         if layout.flat_map:
             if not isinstance(item, list) or len(item) != 2:
-                raise _bad(f"{SKIPPED_FIELD} entries must be [index, state], got {item!r}")
+                raise _bad(f"{SKIPPED_FIELD} entries must be [index, state], got {shown(item)}")
             index, key = _int(item[0], SKIPPED_FIELD), _nested_from_json(item[1], SKIPPED_FIELD)
         else:
             index, key = _int(item, SKIPPED_FIELD), None
         for w in range(layout.workers):
-            p = layout.worker_slice(w).position(index)
-            if p is not None and p >= base_position(states[w]):
+            worker, state = layout.worker_slice(w), states[w]
+            if state.__class__ is Resuming:
+                worker = state.plan.slice(worker)
+            p = worker.position(index)
+            if p is not None and p >= innermost(
+                state.state if state.__class__ is Resuming else state
+            ):
                 per_worker.setdefault(w, []).append((p, p + 1 if key is None else key))
                 break
         else:
             raise _bad(f"{SKIPPED_FIELD} holds {index}, which no worker reads after its position")
     for w, entries in per_worker.items():
-        states[w] = Skipping(states[w], tuple(entries))
+        state = states[w]
+        if state.__class__ is Resuming:
+            states[w] = Resuming(state.plan, Skipping(state.state, tuple(entries)))
+        else:
+            states[w] = Skipping(state, tuple(entries))
+
+
+def _shown_text(value: Any) -> str:
+    """A checkpoint's identity string as written, cut to a readable length."""
+    return value if isinstance(value, str) and len(value) <= SHOWN_CHARS else shown(value)
 
 
 def _check_identity(document: dict[str, Any], layout: Layout) -> None:
     if document["worker_count"] != layout.worker_count:
         raise CheckpointMismatchError(
             "Worker count in checkpoint does not match dataloader worker count.\n"
-            f"worker count in checkpoint: {document['worker_count']}\n"
+            f"worker count in checkpoint: {_shown_text(document['worker_count'])}\n"
             f"worker count in dataloader: {layout.worker_count}\n"
             "Restore with the worker_count the checkpoint was saved with."
         )
     if document["sampler"] != layout.sampler_repr:
         raise CheckpointMismatchError(
             "Sampler in checkpoint does not match dataloader sampler.\n"
-            f"sampler in checkpoint: {document['sampler']}\n"
+            f"sampler in checkpoint: {_shown_text(document['sampler'])}\n"
             f"sampler in dataloader: {layout.sampler_repr}\n"
             "The sampler is compared by `repr(sampler)`: build the loader with the same sampler "
             "arguments, or give a custom sampler a stable `__repr__`."
@@ -291,7 +388,7 @@ def _check_identity(document: dict[str, Any], layout: Layout) -> None:
     if document["data_source"] != layout.source_repr:
         raise CheckpointMismatchError(
             "DataSource in checkpoint does not match datasource in dataloader.\n"
-            f"data source in checkpoint: {document['data_source']}\n"
+            f"data source in checkpoint: {_shown_text(document['data_source'])}\n"
             f"data source in dataloader: {layout.source_repr}\n"
             "The source is compared by `repr(data_source)`: use the same data, or give a custom "
             "source a stable `__repr__` (no memory addresses or random names)."

@@ -138,6 +138,17 @@ class _KeyedSampler:
         return RecordMetadata(index=position, record_key=key, rng=_make_rng(self._seed, position))
 
 
+def _empty_shard_error(
+    sampler: str, options: ShardOptions, num_records: int
+) -> GrainliteValueError:
+    """The error for a host whose shard has no record to read (the rule for every sampler)."""
+    return GrainliteValueError(
+        f"{sampler}: shard {options.shard_index} of {options.shard_count} gets no records, "
+        f"because num_records={num_records} is smaller than shard_count={options.shard_count}. "
+        f"Use at most {num_records} shard{'s' if num_records > 1 else ''} or more records."
+    )
+
+
 class SequentialSampler(_KeyedSampler):
     """Reads records in order: global index ``i`` reads record ``i``, for one pass over the data.
 
@@ -174,6 +185,10 @@ class SequentialSampler(_KeyedSampler):
             self._length = (self._num_records // count) * count
         else:
             self._length = self._num_records
+        if shard_options.shard_index >= self._length:
+            # Grain yields an empty stream on this host; in a multi-host job the others would
+            # wait for it at their next collective.
+            raise _empty_shard_error("SequentialSampler", shard_options, self._num_records)
 
     def record_keys(self, indices: np.ndarray) -> np.ndarray:
         """The record keys of global indices in ``[0, len)``: the indices themselves, as int64."""
@@ -247,18 +262,14 @@ class IndexSampler(_KeyedSampler):
         start, end = even_split(self._num_records, shard_options)
         self._block_start, self._block_len = start, end - start
         self._length = self._compute_length()
-        if self._block_len == 0 and shard_options.shard_index < self._length:
-            # Grain fails with ZeroDivisionError at this host's first read; say why, and early.
+        if self._block_len == 0:
+            # Grain fails with ZeroDivisionError at this host's first read, or, where the host
+            # has no index at all, yields nothing: an empty epoch on one host of a multi-host
+            # job hangs the others at their next collective. Say why, and early.
             raise self._no_records_error()
 
     def _no_records_error(self) -> GrainliteValueError:
-        options = self._shard_options
-        return GrainliteValueError(
-            f"IndexSampler: shard {options.shard_index} of {options.shard_count} gets no records, "
-            f"because num_records={self._num_records} is smaller than "
-            f"shard_count={options.shard_count}. Use at most {self._num_records} "
-            f"shard{'s' if self._num_records > 1 else ''} or more records."
-        )
+        return _empty_shard_error("IndexSampler", self._shard_options, self._num_records)
 
     def _longer_stream_hint(self) -> str:
         if self._num_epochs is None:

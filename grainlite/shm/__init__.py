@@ -5,6 +5,7 @@ It sits below both ``sources/`` and ``loader/``/``engine/`` and imports neither.
 - :mod:`~grainlite.shm.names`: who owns a segment (pid namespace identity and owner pid) and the
   name format that records it;
 - :mod:`~grainlite.shm.segments`: :class:`Segment` create, attach and unlink;
+- :mod:`~grainlite.shm.termination`: removing this process's segments when SIGTERM ends it;
 - :mod:`~grainlite.shm.cleanup`: listing segments and removing those of owners that died, never
   touching another namespace's or another user's.
 """

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
+import os
 import threading
 import weakref
 from collections.abc import Iterable
@@ -68,10 +69,21 @@ class SharedMemoryArrayMetadata:
 class _Ownership:
     """Whether the array that holds this removes the segment name when it is collected."""
 
-    __slots__ = ("unlink",)
+    __slots__ = ("_unlink", "pid")
 
     def __init__(self, unlink: bool) -> None:
-        self.unlink = unlink
+        self._unlink = unlink
+        self.pid = os.getpid()
+
+    @property
+    def unlink(self) -> bool:
+        """Whether to remove the name: never in a child made by ``os.fork()`` (the parent's)."""
+        return self._unlink and self.pid == os.getpid()
+
+    @unlink.setter
+    def unlink(self, value: bool) -> None:
+        self._unlink = value
+        self.pid = os.getpid()
 
 
 class _AsyncDel:

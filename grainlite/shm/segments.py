@@ -13,12 +13,14 @@ Python built without it); only using a segment there raises.
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import sys
 from types import ModuleType
 
-from grainlite.errors import GrainliteRuntimeError, SharedMemoryFullError
+from grainlite.errors import GrainliteRuntimeError, SharedMemoryError, SharedMemoryFullError
+from grainlite.shm import termination
 from grainlite.shm.names import segment_name
 
 _NAME_ATTEMPTS = 8  # a fresh random part per attempt; a clash is already a 1 in 32**5 event
@@ -40,13 +42,51 @@ def _posix() -> ModuleType:
 
 def _open_new(tag: str, owner_pid: int | None) -> tuple[str, int]:
     """Creates a segment under a fresh name; returns the name and an open descriptor."""
-    posix = _posix()
     for _ in range(_NAME_ATTEMPTS - 1):
         name = segment_name(tag, owner_pid)
         with contextlib.suppress(FileExistsError):
-            return name, posix.shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            return name, _shm_create(name)
     name = segment_name(tag, owner_pid)
-    return name, posix.shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    return name, _shm_create(name)
+
+
+def _shm_create(name: str) -> int:
+    """``shm_open`` of a new segment; any failure but a name clash says what to change."""
+    try:
+        return _posix().shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    except FileExistsError:
+        raise
+    except OSError as error:
+        raise unusable_shm_error(name, error) from error
+
+
+def unusable_shm_error(name: str, error: OSError) -> SharedMemoryError:
+    """The error for a segment that could not be created, by the reason the system gave."""
+    if error.errno in (errno.EMFILE, errno.ENFILE):
+        fix = (
+            "this process has too many open files: close loaders you no longer use, or raise the "
+            "limit (`ulimit -n`)"
+        )
+    else:
+        fix = (
+            "/dev/shm must be a writable tmpfs: mount one (Docker: it is by default; read-only "
+            "containers need --tmpfs /dev/shm), or use worker_count=0 with a source that is not "
+            "InMemoryDataSource, which need no shared memory"
+        )
+    return SharedMemoryError(
+        error.errno or 0,
+        f"Could not create the shared-memory segment /dev/shm/{name} ({error.strerror}): {fix}.",
+    )
+
+
+def _free_space() -> str:
+    """How full ``/dev/shm`` is, for error messages; empty where it cannot be read."""
+    try:
+        stats = os.statvfs("/dev/shm")
+    except OSError:
+        return ""
+    free, total = stats.f_bavail * stats.f_frsize, stats.f_blocks * stats.f_frsize
+    return f"; /dev/shm has {free} of {total} bytes free"
 
 
 class Segment:
@@ -81,10 +121,14 @@ class Segment:
         Raises:
           GrainliteValueError: a bad ``tag`` or ``owner_pid``.
           SharedMemoryFullError: ``reserve`` and ``/dev/shm`` has no room.
+          SharedMemoryError: ``/dev/shm`` is missing or read-only, or no descriptor is free.
           GrainliteRuntimeError: this platform has no POSIX shared memory.
         """
         name, fd = _open_new(tag, owner_pid)
-        return cls._map_new(name, fd, size, reserve)
+        segment = cls._map_new(name, fd, size, reserve)
+        if owner_pid is None or owner_pid == os.getpid():
+            termination.track(name, unlink)
+        return segment
 
     @classmethod
     def create_named(cls, name: str, size: int, reserve: bool = False) -> Segment:
@@ -95,10 +139,13 @@ class Segment:
         Raises:
           FileExistsError: a segment of that name exists already.
           SharedMemoryFullError: ``reserve`` and ``/dev/shm`` has no room.
+          SharedMemoryError: ``/dev/shm`` is missing or read-only, or no descriptor is free.
           GrainliteRuntimeError: this platform has no POSIX shared memory.
         """
-        fd = _posix().shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-        return cls._map_new(name, fd, size, reserve)
+        fd = _shm_create(name)
+        segment = cls._map_new(name, fd, size, reserve)
+        termination.track(name, unlink)
+        return segment
 
     @classmethod
     def _map_new(cls, name: str, fd: int, size: int, reserve: bool) -> Segment:
@@ -110,10 +157,12 @@ class Segment:
                     os.posix_fallocate(fd, 0, mapped)
                 except OSError as error:
                     raise SharedMemoryFullError(
+                        error.errno or 0,
                         f"Could not reserve {mapped} bytes of shared memory in /dev/shm for "
-                        f"{name!r} ({error.strerror}); free space there, give the container more "
+                        f"{name!r} ({error.strerror}{_free_space()}); free space there, give the "
+                        f"container more "
                         f"(for Docker: --shm-size), or use fewer workers, a smaller "
-                        f"worker_buffer_size or smaller batches."
+                        f"worker_buffer_size or smaller batches.",
                     ) from error
             else:
                 os.ftruncate(fd, mapped)
@@ -152,3 +201,4 @@ def unlink(name: str) -> None:
     """Removes a segment name if it exists (a name that is already gone is not an error)."""
     with contextlib.suppress(FileNotFoundError):
         _posix().shm_unlink("/" + name)
+    termination.forget(name)

@@ -30,7 +30,7 @@ from typing import Any, SupportsIndex
 
 import numpy as np
 
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import CorruptedDataError, GrainliteTypeError, GrainliteValueError
 from grainlite.sources.protocol import int64_keys, key_out_of_range
 
 # Random-access defaults, as array_record's own data source uses; reader_options override them.
@@ -130,9 +130,13 @@ class ArrayRecordDataSource:
             raise key_out_of_range("ArrayRecordDataSource", k, self._len)
         index = bisect.bisect_right(self._ends, k) if len(self._files) > 1 else 0
         position = k - (self._ends[index - 1] if index else 0) + self._files[index].start
-        if position < _INT32_MAX:
-            return self._reader(index).read(position, position + 1)[0]
-        return self._reader(index).read([position])[0]
+        reader = self._reader(index)
+        try:
+            if position < _INT32_MAX:
+                return reader.read(position, position + 1)[0]
+            return reader.read([position])[0]
+        except RuntimeError as error:
+            raise self._read_error(index, [position], error) from None
 
     def __getitems__(self, keys: Sequence[SupportsIndex]) -> list[bytes]:
         """The records under all ``keys``, in order, with as few reader calls as possible."""
@@ -158,6 +162,30 @@ class ArrayRecordDataSource:
         return records
 
     def _read_file(self, index: int, positions: np.ndarray) -> list[bytes]:
+        try:
+            return self._read_runs(index, positions)
+        except RuntimeError as error:
+            raise self._read_error(index, positions.tolist(), error) from None
+
+    def _read_error(self, index: int, positions: list[int], error: RuntimeError) -> Exception:
+        """The error for a failed read of ``positions`` in file ``index``, naming the bad record.
+
+        The reader fails for a whole read; the records are tried one by one (only on this error
+        path) to name the first that cannot be read.
+        """
+        file = self._files[index]
+        reader = self._reader(index)
+        bad = positions[0]
+        for position in positions:
+            try:
+                reader.read([position])
+            except RuntimeError:
+                bad = position
+                break
+        key = bad - file.start + (self._ends[index - 1] if index else 0)
+        return corrupted_record_error(file.path, key, bad, error)
+
+    def _read_runs(self, index: int, positions: np.ndarray) -> list[bytes]:
         reader = self._reader(index)
         starts = np.flatnonzero(np.diff(positions) != 1) + 1
         runs = starts.size + 1
@@ -275,13 +303,30 @@ def _open(path: str, options: str) -> Any:
         return reader
     try:
         reader.read([0])  # A reader that failed to open reports why on its first read.
-        message = "unknown error"
     except RuntimeError as error:
-        message = str(error)
-    raise _open_error(path, message)
+        raise _open_error(path, str(error)) from None
+    raise CorruptedDataError(
+        f"Could not open {path!r}: array_record cannot read its index (the file ends early, or "
+        f"is not an ArrayRecord file). A file copied or written by a job that stopped is "
+        f"truncated: copy or write it again; convert other formats first."
+    )
+
+
+def corrupted_record_error(path: str, key: int, position: int, error: Exception) -> Exception:
+    """The error for a record that cannot be read back: names the file, the record and the fix."""
+    return CorruptedDataError(
+        f"Could not read record {key} of the data source (record {position} of file {path!r}): "
+        f"{error}. The file is damaged (truncated, overwritten or changed while open): copy or "
+        f"write it again, and check it with `python -m grainlite inspect --verify {path}`."
+    )
 
 
 def _open_error(path: str, message: str) -> Exception:
+    if "Corrupted" in message:
+        return CorruptedDataError(
+            f"Could not open {path!r}: it is not a complete ArrayRecord file ({message}). A "
+            f"file copied or written by a job that stopped is truncated: copy or write it again."
+        )
     if "No such file or directory" in message:
         return FileNotFoundError(
             errno.ENOENT,

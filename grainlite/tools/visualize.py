@@ -1,5 +1,8 @@
 """Looking at the data: ``one_batch`` takes the first batch of a loader, ``show_batch`` draws one.
 
+Both take host loaders and device iterators (:func:`grainlite.device_put`) alike: JAX arrays are
+read back to numpy before drawing.
+
 ``show_batch`` writes a PNG grid of the images in a batch, each titled with its label, with
 matplotlib's Agg renderer: no display, no window, no change to pyplot's global state, so it works
 on a headless training machine and inside a notebook alike. matplotlib is imported when
@@ -110,7 +113,7 @@ def _pick_from_mapping(
             f"label_key={label_key!r} is not in the batch, whose keys are {keys}; pass one of "
             f"them, or leave label_key=None to draw no labels."
         )
-    labels = batch[label_key] if label_key is not None else None
+    labels = _as_array(batch[label_key]) if label_key is not None else None
     return _as_array(batch[image_key]), labels
 
 
@@ -134,7 +137,7 @@ def _pick_from_sequence(
         image_key = found[0]
     if label_key is None and image_key in (0, -len(batch)) and len(batch) > 1:
         label_key = 1
-    labels = batch[label_key] if label_key is not None else None
+    labels = _as_array(batch[label_key]) if label_key is not None else None
     return _as_array(batch[image_key]), labels
 
 

@@ -1,0 +1,182 @@
+"""``InterleaveIterDataset(datasets, cycle_length=)``: many streams read round-robin.
+
+The rule, learned by running Grain 0.2.18 (the elements and the state at every step match):
+
+* ``min(cycle_length, len(datasets))`` slots read datasets ``0, 1, ...`` at first; ``next()`` reads
+  the slot the cycle points at and moves the cycle on by one.
+* A slot whose iterator ends is marked exhausted and the cycle moves on to the next slot (the
+  element comes from there). When the cycle comes back to an exhausted slot, the slot takes the
+  next unused dataset (if any is left) and reads it at once; otherwise it is skipped.
+* The stream ends when every slot is exhausted and no dataset is left.
+
+The state has Grain's shape (the same as ``mp_prefetch``'s, which is an interleave too)::
+
+    {"next_index_in_cycle": c, "next_index_in_datasets": n, "iterators_in_use_indices": [...],
+     "iterators_in_use_states": [...], "exhausted": [0 or 1 each], "future_states": {}}
+
+``future_states`` is always empty here: the iterators of the next datasets are made when needed,
+in this thread (Grain's ``num_make_iter_threads`` / ``make_iter_buffer_size`` / ``iter_buffer_size``
+are accepted for compatibility and change nothing in the output). A state from Grain with entries
+there restores too: they are made again from their datasets. ``set_state`` copies what it reads:
+Grain 0.2.18's restored iterator keeps the lists of the state it was given and rewrites them as it
+goes on, so a checkpoint dict restored twice there gives two different streams.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+
+
+class InterleaveArgumentError(GrainliteValueError, IndexError):
+    """A ``cycle_length`` below 1 or no datasets (Grain fails there with an IndexError)."""
+
+
+def _as_iter_dataset(dataset: Any, position: int) -> IterDataset:
+    if isinstance(dataset, IterDataset):
+        return dataset
+    if isinstance(dataset, MapDataset):
+        return dataset.to_iter_dataset()
+    raise GrainliteTypeError(
+        f"InterleaveIterDataset datasets[{position}] must be an IterDataset or a MapDataset (got "
+        f"{dataset!r} of type {type(dataset).__name__}); wrap a sequence with "
+        "MapDataset.source(...)."
+    )
+
+
+class InterleaveIterDataset(IterDataset):
+    """Reads ``cycle_length`` of ``datasets`` at a time, one element from each in turn.
+
+    Args:
+      datasets: the streams (``IterDataset`` or ``MapDataset``, the latter read in order), e.g.
+        one per file.
+      cycle_length: how many datasets are read at once; a positive int.
+      num_make_iter_threads: accepted for Grain compatibility; iterators are made in this thread.
+      make_iter_buffer_size: accepted for Grain compatibility.
+      iter_buffer_size: accepted for Grain compatibility.
+
+    Raises:
+      IndexError: ``datasets`` is empty or ``cycle_length`` is below 1 (a ValueError too).
+    """
+
+    def __init__(
+        self,
+        datasets: Sequence[IterDataset | MapDataset],
+        *,
+        cycle_length: int,
+        num_make_iter_threads: int = 1,
+        make_iter_buffer_size: int = 1,
+        iter_buffer_size: int = 1,
+    ) -> None:
+        converted = [_as_iter_dataset(ds, k) for k, ds in enumerate(datasets)]
+        super().__init__(converted)
+        try:
+            cycle = operator.index(cycle_length)
+        except TypeError:
+            raise GrainliteTypeError(
+                f"InterleaveIterDataset cycle_length must be an int (got {cycle_length!r} of type "
+                f"{type(cycle_length).__name__}); pass how many datasets to read at once."
+            ) from None
+        if cycle < 1 or not converted:
+            raise InterleaveArgumentError(
+                f"InterleaveIterDataset needs at least one dataset and cycle_length >= 1 (got "
+                f"{len(converted)} datasets, cycle_length={cycle}); pass a non-empty list and a "
+                "positive cycle_length."
+            )
+        self._cycle_length = cycle
+        self._options = (num_make_iter_threads, make_iter_buffer_size, iter_buffer_size)
+
+    def __iter__(self) -> InterleaveDatasetIterator:
+        return InterleaveDatasetIterator(list(self.parents), self._cycle_length)
+
+    def __str__(self) -> str:
+        count = len(self.parents)
+        return f"InterleaveIterDataset([{count} datasets], cycle_length={self._cycle_length})"
+
+
+class InterleaveDatasetIterator(DatasetIterator):
+    """The round-robin over the slots; see the module docstring for the rule and the state."""
+
+    def __init__(self, datasets: list[IterDataset], cycle_length: int) -> None:
+        slots = min(cycle_length, len(datasets))
+        self._datasets = datasets
+        self._iterators = [iter(datasets[k]) for k in range(slots)]
+        super().__init__(list(self._iterators))
+        self._indices = list(range(slots))
+        self._exhausted = [False] * slots
+        self._next_dataset = slots
+        self._cycle = 0
+
+    def _replace(self, slot: int, iterator: DatasetIterator) -> None:
+        old = self._iterators[slot]
+        self._iterators[slot] = iterator
+        self._parents = tuple(self._iterators)
+        old.close()
+
+    def __next__(self) -> Any:
+        slots = len(self._iterators)
+        iterators, exhausted = self._iterators, self._exhausted
+        while True:
+            slot = self._cycle
+            if exhausted[slot]:
+                if self._next_dataset >= len(self._datasets):
+                    if all(exhausted):
+                        raise StopIteration
+                    self._cycle = (slot + 1) % slots
+                    continue
+                self._replace(slot, iter(self._datasets[self._next_dataset]))
+                self._indices[slot] = self._next_dataset
+                self._next_dataset += 1
+                exhausted[slot] = False
+            try:
+                element = next(iterators[slot])
+            except StopIteration:
+                exhausted[slot] = True
+                self._cycle = (slot + 1) % slots
+                continue
+            self._cycle = (slot + 1) % slots
+            return element
+
+    def get_state(self) -> dict[str, Any]:
+        """Grain's interleave state (a new dict each call)."""
+        return {
+            "next_index_in_cycle": self._cycle,
+            "next_index_in_datasets": self._next_dataset,
+            "iterators_in_use_indices": list(self._indices),
+            "iterators_in_use_states": [it.get_state() for it in self._iterators],
+            "exhausted": [int(flag) for flag in self._exhausted],
+            "future_states": {},
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Makes the iterators of the datasets in use and moves each to its saved state."""
+        indices = state["iterators_in_use_indices"]
+        states = state["iterators_in_use_states"]
+        flags = state["exhausted"]
+        slots = len(self._iterators)
+        if not (len(indices) == len(states) == len(flags) == slots):
+            raise GrainliteValueError(
+                f"InterleaveIterDataset state has {len(indices)} slots, this iterator has {slots} "
+                f"(min(cycle_length, len(datasets))); restore a state saved from an interleave "
+                f"with the same datasets and cycle_length (state: {state!r})."
+            )
+        for slot, (index, saved) in enumerate(zip(indices, states, strict=True)):
+            if not 0 <= index < len(self._datasets):
+                raise GrainliteValueError(
+                    f"InterleaveIterDataset state uses dataset {index}, but there are "
+                    f"{len(self._datasets)}; restore a state saved over the same datasets."
+                )
+            if self._indices[slot] != index:
+                self._replace(slot, iter(self._datasets[index]))
+            self._iterators[slot].set_state(saved)
+        self._indices = list(indices)
+        self._exhausted = [bool(flag) for flag in flags]
+        self._next_dataset = int(state["next_index_in_datasets"])
+        self._cycle = int(state["next_index_in_cycle"]) % slots
+
+    def __str__(self) -> str:
+        return f"InterleaveDatasetIterator(slots={len(self._iterators)})"

@@ -1,0 +1,197 @@
+"""``ThreadPrefetchIterDataset``: the parent iterated ahead in a background thread.
+
+A thread reads up to ``prefetch_buffer_size`` elements ahead of the consumer, each with the
+parent's state right after it, so ``get_state()`` is the parent's state after the last element
+*delivered* (Grain's rule: the state is the parent's own, ``{"next_index": 5}`` over a
+``to_iter_dataset``), never one of an element still in the buffer. ``prefetch_buffer_size=0``
+reads in the consuming thread. Useful where the parent waits (file or network reads release the
+interpreter); pure-Python work does not get faster.
+
+``set_state`` stops the thread, drops the buffer, moves the parent and starts again at the next
+``next()``; a fresh iterator restores the same way. An exception from the parent reaches the
+consumer at its place in the stream, and ``get_state()`` stays the state before the failed
+element (Grain's rule); the thread ends there and the next ``next()`` goes on from where the
+parent is.
+
+The thread is a daemon thread that holds the parent iterator and the buffer, never this iterator:
+it ends on :meth:`close`, when this iterator is garbage collected (``weakref.finalize``), and at
+the end of the stream. A ``next()`` of the parent already running finishes first.
+"""
+
+from __future__ import annotations
+
+import operator
+import queue
+import threading
+import weakref
+from typing import Any, NamedTuple
+
+from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+
+# How long a blocked producer waits before it looks at its stop flag again.
+_POLL_S = 0.05
+
+
+def _check_buffer_size(size: Any) -> int:
+    try:
+        value = operator.index(size)
+    except TypeError:
+        raise GrainliteTypeError(
+            f"ThreadPrefetch prefetch_buffer_size must be an int (got {size!r} of type "
+            f"{type(size).__name__}); pass how many elements to read ahead (0: none)."
+        ) from None
+    if value < 0:
+        raise GrainliteValueError(
+            f"ThreadPrefetch prefetch_buffer_size must be >= 0 (got {value}); pass 0 to read in "
+            "the consuming thread or a positive number of elements to read ahead."
+        )
+    return value
+
+
+class ThreadPrefetchIterDataset(IterDataset):
+    """Iterates ``parent`` in a background thread, ``prefetch_buffer_size`` elements ahead.
+
+    Args:
+      parent: the stream to read ahead.
+      prefetch_buffer_size: elements read ahead; 0 reads in the consuming thread.
+    """
+
+    def __init__(self, parent: IterDataset, *, prefetch_buffer_size: int) -> None:
+        super().__init__(parent)
+        self._prefetch_buffer_size = _check_buffer_size(prefetch_buffer_size)
+
+    def __iter__(self) -> ThreadPrefetchDatasetIterator:
+        return ThreadPrefetchDatasetIterator(iter(self._parent), self._prefetch_buffer_size)
+
+    def __str__(self) -> str:
+        return f"ThreadPrefetchIterDataset(prefetch_buffer_size={self._prefetch_buffer_size})"
+
+
+class _Item(NamedTuple):
+    """One element read ahead, the parent's state after it, or the error that ended the read."""
+
+    element: Any
+    state: Any
+    error: BaseException | None
+
+
+_END = object()  # the element of the item that says the parent is exhausted
+
+
+class _Producer:
+    """The background read: a daemon thread filling a bounded queue until told to stop."""
+
+    def __init__(self, parent: DatasetIterator, size: int) -> None:
+        self.queue: queue.Queue[_Item] = queue.Queue(maxsize=size)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(
+            target=_produce,
+            args=(parent, self.queue, self.stop),
+            daemon=True,
+            name="grainlite-thread-prefetch",
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stops the thread and waits for it (a parent ``next()`` in flight finishes first)."""
+        self.stop.set()
+        while self.thread.is_alive():
+            try:
+                while True:
+                    self.queue.get_nowait()  # unblocks a producer waiting on a full queue
+            except queue.Empty:
+                pass
+            self.thread.join(_POLL_S)
+
+
+def _produce(parent: DatasetIterator, out: queue.Queue[_Item], stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            element = next(parent)
+            item = _Item(element, parent.get_state(), None)
+        except StopIteration:
+            item = _Item(_END, parent.get_state(), None)
+        except BaseException as error:  # delivered to the consumer at its place
+            item = _Item(None, None, error)
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=_POLL_S)
+                break
+            except queue.Full:
+                continue
+        if item.element is _END or item.error is not None:
+            return
+
+
+class ThreadPrefetchDatasetIterator(DatasetIterator):
+    """Reads ``parent`` (an iterator) ahead in a thread; its state is the parent's.
+
+    Args:
+      parent: the iterator to read ahead.
+      prefetch_buffer_size: elements read ahead; 0 reads in the consuming thread.
+    """
+
+    def __init__(self, parent: DatasetIterator, prefetch_buffer_size: int) -> None:
+        super().__init__(parent)
+        self._size = _check_buffer_size(prefetch_buffer_size)
+        self._state = parent.get_state()
+        self._producer: _Producer | None = None
+        self._finalizer: Any = None
+        self._done = False  # the parent is exhausted and the last state is delivered
+
+    def __next__(self) -> Any:
+        if self._size == 0:
+            element = next(self._parent)
+            self._state = self._parent.get_state()
+            return element
+        if self._done:
+            raise StopIteration
+        if self._closed:
+            raise GrainliteValueError(
+                "This ThreadPrefetch iterator was closed and cannot advance; create a new one "
+                "with iter(dataset) (and set_state(...) to resume where it was)."
+            )
+        producer = self._producer
+        if producer is None:
+            producer = self._producer = _Producer(self._parent, self._size)
+            self._finalizer = weakref.finalize(self, producer.close)
+        item = producer.queue.get()
+        if item.error is not None:  # the state stays the one before the failed element
+            self._stop()
+            raise item.error
+        self._state = item.state
+        if item.element is _END:
+            self._stop()
+            self._done = True
+            raise StopIteration
+        return item.element
+
+    def _stop(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()  # stops the thread (once)
+        self._producer, self._finalizer = None, None
+
+    def get_state(self) -> dict[str, Any]:
+        """The parent's state after the last element delivered."""
+        return self._state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Stops the read-ahead, moves the parent to ``state``; reading restarts on ``next()``."""
+        self._stop()
+        self._parent.set_state(state)
+        self._state = state
+        self._done = False
+
+    def close(self) -> None:
+        """Stops the thread; the iterator cannot advance afterwards. Idempotent."""
+        self._stop()
+        super().close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        self._stop()  # the buffer is dropped: the parent moves back to the delivered state
+        self._parent.set_state(self._state)
+        return self.__dict__.copy()
+
+    def __str__(self) -> str:
+        return f"ThreadPrefetchDatasetIterator(prefetch_buffer_size={self._size})"

@@ -1,0 +1,110 @@
+"""Programs the fault suite runs as processes: ``python -m grainlite_tests.fault_jobs JOB``.
+
+A fault that ends or confines a whole process (SIGTERM, a small or read-only ``/dev/shm`` in a
+private mount namespace) cannot be tried inside the test process. Each job builds a real loader,
+prints ``ready`` once it is delivering, and reports its outcome on stdout as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+import grainlite as grain
+
+
+def _report(**fields: Any) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def _sampler(n: int, num_epochs: int | None = 1) -> grain.IndexSampler:
+    return grain.IndexSampler(n, grain.NoSharding(), shuffle=False, num_epochs=num_epochs, seed=0)
+
+
+class BigArray(grain.MapTransform):
+    """Makes elements of 1.2 MB each: a few fill a 2 MB /dev/shm."""
+
+    def map(self, element: int) -> dict[str, np.ndarray]:
+        return {"a": np.full(300_000, element, np.float32)}
+
+
+def shm_pressure(workers: int, batch: bool) -> None:
+    """Reads big elements through workers; reports the error (or that all came through)."""
+    operations: list[Any] = [BigArray()] + ([grain.Batch(4)] if batch else [])
+    loader = grain.DataLoader(
+        data_source=grain.RangeDataSource(0, 64, 1),
+        sampler=_sampler(64),
+        operations=operations,
+        worker_count=workers,
+        worker_buffer_size=4,
+    )
+    started = time.monotonic()
+    try:
+        count = sum(1 for _ in loader)
+    except BaseException as error:  # the outcome is the point of this job
+        _report(
+            error=type(error).__name__,
+            bases=[kind.__name__ for kind in type(error).__mro__],
+            message=str(error),
+            seconds=time.monotonic() - started,
+        )
+        return
+    _report(error=None, count=count, seconds=time.monotonic() - started)
+
+
+def serve_forever(workers: int) -> None:
+    """Reads an InMemoryDataSource endlessly until a signal ends this process."""
+    source = grain.InMemoryDataSource(list(range(1000)))
+    loader = grain.DataLoader(
+        data_source=source, sampler=_sampler(1000, None), worker_count=workers
+    )
+    iterator = iter(loader)
+    next(iterator)
+    _report(ready=True, pid=os.getpid(), source=source.name)
+    while True:
+        next(iterator)
+        time.sleep(0.001)
+
+
+def fork_then_exit(workers: int) -> None:
+    """Forks a child mid-epoch that exits normally (running its exit handlers), then reads on."""
+    source = grain.InMemoryDataSource(list(range(200)))
+    loader = grain.DataLoader(data_source=source, sampler=_sampler(200), worker_count=workers)
+    records: list[int] = []
+    try:
+        with iter(loader) as iterator:
+            records += [next(iterator) for _ in range(10)]
+            pid = os.fork()
+            if pid == 0:
+                sys.exit(0)  # a normal exit: atexit and weakref finalizers run in the child
+            os.waitpid(pid, 0)
+            records += list(iterator)
+    except BaseException as error:  # the outcome is the point of this job
+        _report(error=f"{type(error).__name__}: {error}", records=records)
+        return
+    from grainlite import shm
+
+    _report(error=None, records=records, source_kept=source.name in shm.list_segments())
+    source.close()
+
+
+def main(argv: list[str]) -> None:
+    """Runs the job named by ``argv[0]`` with its arguments."""
+    job, *args = argv
+    if job == "shm_pressure":
+        shm_pressure(int(args[0]), args[1] == "batch")
+    elif job == "fork_then_exit":
+        fork_then_exit(int(args[0]))
+    elif job == "serve_forever":
+        serve_forever(int(args[0]))
+    else:
+        raise SystemExit(f"unknown job {job!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

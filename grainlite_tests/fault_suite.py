@@ -1,0 +1,565 @@
+"""The fault suite: grainlite tried as a hostile user and as a failing machine would.
+
+Each scenario builds a real fault (a damaged ArrayRecord file, a full or read-only ``/dev/shm``,
+SIGTERM to a running job, a forked child that exits...) and asserts the promise it must keep:
+a clear error naming the problem, within seconds, nothing delivered wrong, nothing left behind.
+``test_fault_suite.py`` runs every scenario as a test; ``python -m benchmarks.faults`` runs them
+all and writes the table of ``docs/reliability.md`` (scenario, result, time to error).
+
+A scenario is a function ``run(tmp: Path) -> str`` that raises AssertionError if a promise is
+broken, ``Unavailable`` if this machine cannot build the fault, and otherwise returns what
+happened in a few words. Its time to error is measured by :func:`timed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from array_record.python import array_record_module
+
+import grainlite as grain
+from grainlite import shm
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Unavailable(Exception):
+    """This machine cannot build the fault (e.g. no permission for a private mount namespace)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One fault and the promise grainlite keeps under it."""
+
+    group: str
+    name: str
+    promise: str
+    run: Callable[[Path], str]
+
+
+SCENARIOS: list[Scenario] = []
+
+
+def scenario(group: str, name: str, promise: str) -> Callable[[Callable[[Path], str]], Any]:
+    """Registers ``run`` as a scenario of the suite."""
+
+    def register(run: Callable[[Path], str]) -> Callable[[Path], str]:
+        SCENARIOS.append(Scenario(group, name, promise, run))
+        return run
+
+    return register
+
+
+@contextlib.contextmanager
+def timed(limit_s: float) -> Iterator[list[float]]:
+    """Measures the block; fails if it takes longer than ``limit_s`` (the time-to-error bound)."""
+    elapsed: list[float] = []
+    started = time.monotonic()
+    yield elapsed
+    elapsed.append(time.monotonic() - started)
+    assert elapsed[0] <= limit_s, f"took {elapsed[0]:.2f} s, more than {limit_s} s"
+
+
+def raised(call: Callable[[], Any], limit_s: float = 5.0) -> tuple[BaseException, float]:
+    """The exception ``call`` raises and how long it took; fails if it returns or is too slow."""
+    started = time.monotonic()
+    try:
+        call()
+    except BaseException as error:  # the scenario inspects whatever came out
+        seconds = time.monotonic() - started
+        assert seconds <= limit_s, f"the error took {seconds:.2f} s, more than {limit_s} s"
+        return error, seconds
+    raise AssertionError(f"{call} raised nothing")
+
+
+def sampler(n: int, num_epochs: int | None = 1) -> grain.IndexSampler:
+    """The plain sequential sampler of ``n`` records."""
+    return grain.IndexSampler(n, grain.NoSharding(), shuffle=False, num_epochs=num_epochs, seed=0)
+
+
+# --- Corrupted data -------------------------------------------------------------------------
+
+RECORDS = [np.random.default_rng(i).bytes(1000) for i in range(100)]  # incompressible
+
+
+def write_array_record(path: Path) -> Path:
+    """A valid file of RECORDS, one record per chunk (so a damaged byte hits one record)."""
+    writer = array_record_module.ArrayRecordWriter(str(path), "group_size:1")
+    for record in RECORDS:
+        writer.write(record)
+    writer.close()
+    return path
+
+
+def _flipped(tmp: Path) -> Path:
+    path = write_array_record(tmp / "flipped.array_record")
+    data = bytearray(path.read_bytes())
+    for at in range(2000, 2100):  # inside the second record's chunk
+        data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _read_damaged(tmp: Path, workers: int) -> str:
+    path = _flipped(tmp)
+    source = grain.ArrayRecordDataSource([str(path)])
+    loader = grain.DataLoader(
+        data_source=source, sampler=sampler(len(source)), worker_count=workers
+    )
+    delivered: list[bytes] = []
+
+    def read_all() -> None:
+        for record in loader:
+            delivered.append(record)
+
+    error, seconds = raised(read_all)
+    assert isinstance(error, grain.CorruptedDataError), repr(error)
+    assert isinstance(error, RuntimeError)
+    assert str(path) in str(error) and "record 1 " in str(error), str(error)
+    assert "inspect --verify" in str(error)
+    assert delivered == RECORDS[: len(delivered)], "garbage was delivered as data"
+    return f"CorruptedDataError naming the file and record 1 after {seconds:.2f} s"
+
+
+@scenario("Corrupted data", "ArrayRecord file with flipped bytes, W=0", "error names file+record")
+def flipped_bytes_in_process(tmp: Path) -> str:
+    return _read_damaged(tmp, 0)
+
+
+@scenario("Corrupted data", "ArrayRecord file with flipped bytes, W=2", "error names file+record")
+def flipped_bytes_in_workers(tmp: Path) -> str:
+    return _read_damaged(tmp, 2)
+
+
+def _refused(path: str | list[str], kind: type[BaseException], *needles: str) -> str:
+    error, seconds = raised(lambda: grain.ArrayRecordDataSource(path))
+    assert isinstance(error, kind), repr(error)
+    for needle in needles:
+        assert needle in str(error), str(error)
+    return f"{type(error).__name__} naming the path, at construction ({seconds * 1000:.0f} ms)"
+
+
+@scenario("Corrupted data", "ArrayRecord file truncated mid-chunk", "refused when opened")
+def truncated_file(tmp: Path) -> str:
+    path = write_array_record(tmp / "truncated.array_record")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    return _refused([str(path)], grain.CorruptedDataError, str(path), "truncated")
+
+
+@scenario("Corrupted data", "empty file", "refused when opened")
+def empty_file(tmp: Path) -> str:
+    path = tmp / "empty.array_record"
+    path.write_bytes(b"")
+    return _refused([str(path)], grain.GrainliteValueError, str(path), "ArrayRecordWriter")
+
+
+@scenario("Corrupted data", "file of another format (a zip)", "refused when opened")
+def other_format(tmp: Path) -> str:
+    path = tmp / "other.array_record"
+    path.write_bytes(b"PK\x03\x04" + bytes(5000))
+    return _refused([str(path)], grain.GrainliteValueError, str(path))
+
+
+@scenario("Corrupted data", "a directory where a file should be", "refused when opened")
+def directory(tmp: Path) -> str:
+    path = tmp / "dir.array_record"
+    path.mkdir()
+    return _refused([str(path)], grain.GrainliteValueError, str(path))
+
+
+@scenario("Corrupted data", "a missing path", "FileNotFoundError naming it")
+def missing_path(tmp: Path) -> str:
+    path = str(tmp / "missing.array_record")
+    return _refused([path], FileNotFoundError, path, "glob")
+
+
+@scenario("Corrupted data", "a glob pattern that matches nothing", "FileNotFoundError naming it")
+def empty_glob(tmp: Path) -> str:
+    pattern = str(tmp / "nothing-*.array_record")
+    return _refused(pattern, FileNotFoundError, pattern, "glob")
+
+
+# --- Exhausted resources ----------------------------------------------------------------------
+
+
+def _job(*args: str, private_shm: str | None = None) -> subprocess.Popen[str]:
+    """Starts ``fault_jobs`` in a new process, with a private ``/dev/shm`` mounted if asked."""
+    command = [sys.executable, "-m", "grainlite_tests.fault_jobs", *args]
+    if private_shm is not None:
+        if os.geteuid() != 0 and not _user_namespaces():
+            raise Unavailable("needs root or user namespaces to mount a private /dev/shm")
+        inner = " ".join(command)
+        command = ["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o {private_shm} tmpfs /dev/shm "
+                   f"&& exec {inner}"]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=REPO)  # fmt: skip
+
+
+def _user_namespaces() -> bool:
+    try:
+        return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+def _outcome(job: subprocess.Popen[str], timeout_s: float) -> dict[str, Any]:
+    out, err = job.communicate(timeout=timeout_s)
+    if job.returncode != 0 and "mount" in err and "permission" in err.lower():
+        raise Unavailable(f"cannot mount a private /dev/shm here: {err.strip()}")
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    assert lines, f"the job printed no outcome (exit {job.returncode}): {err[-2000:]}"
+    return json.loads(lines[-1])
+
+
+def _shm_full(workers: int, batch: bool) -> str:
+    outcome = _outcome(_job("shm_pressure", str(workers), "batch" if batch else "plain",
+                            private_shm="size=2m"), 60)  # fmt: skip
+    assert outcome["error"] == "SharedMemoryFullError", outcome
+    assert "OSError" in outcome["bases"]
+    message = outcome["message"]
+    assert "/dev/shm has" in message and "--shm-size" in message, message
+    assert outcome["seconds"] < 10
+    seconds = outcome["seconds"]
+    return f"SharedMemoryFullError naming size, free space and --shm-size ({seconds:.2f} s)"
+
+
+@scenario("Exhausted resources", "/dev/shm of 2 MB, W=2, no Batch", "clear error, no bus error")
+def shm_full_without_batch(tmp: Path) -> str:
+    return _shm_full(2, batch=False)
+
+
+@scenario("Exhausted resources", "/dev/shm of 2 MB, W=2, Batch last", "clear error, no bus error")
+def shm_full_with_batch(tmp: Path) -> str:
+    return _shm_full(2, batch=True)
+
+
+@scenario("Exhausted resources", "read-only /dev/shm, W=2", "clear error naming the fix")
+def shm_read_only(tmp: Path) -> str:
+    outcome = _outcome(_job("shm_pressure", "2", "plain", private_shm="ro"), 60)
+    assert outcome["error"] == "SharedMemoryError", outcome
+    assert "writable tmpfs" in outcome["message"] and "worker_count=0" in outcome["message"]
+    return f"SharedMemoryError saying /dev/shm must be writable ({outcome['seconds']:.2f} s)"
+
+
+def _terminated(workers: int) -> str:
+    job = _job("serve_forever", str(workers))
+    assert job.stdout is not None
+    ready = json.loads(job.stdout.readline())
+    assert ready.get("ready"), ready
+    segment = ready["source"]
+    assert segment in shm.list_segments()
+    workers_before = _children(job.pid)
+    started = time.monotonic()
+    job.send_signal(signal.SIGTERM)
+    job.wait(10)
+    seconds = time.monotonic() - started
+    assert job.returncode == -signal.SIGTERM, f"exit status {job.returncode}"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (
+        segment in shm.list_segments() or any(_alive(pid) for pid in workers_before)
+    ):
+        time.sleep(0.05)
+    assert segment not in shm.list_segments(), f"{segment} was left in /dev/shm"
+    assert not [pid for pid in workers_before if _alive(pid)], "workers outlived the job"
+    return f"killed by SIGTERM in {seconds:.2f} s; no segment, no worker left"
+
+
+def _children(pid: int) -> list[int]:
+    from leak_check import live_children
+
+    return sorted(live_children(pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@scenario("Signals", "SIGTERM to a job reading InMemoryDataSource, W=0", "no segment left")
+def sigterm_in_process(tmp: Path) -> str:
+    return _terminated(0)
+
+
+@scenario("Signals", "SIGTERM to a job reading InMemoryDataSource, W=2", "nothing left")
+def sigterm_with_workers(tmp: Path) -> str:
+    return _terminated(2)
+
+
+# --- Odd user code ----------------------------------------------------------------------------
+
+
+@scenario("Odd user code", "a child made by os.fork() exits mid-epoch, W=2", "parent unharmed")
+def forked_child_exits(tmp: Path) -> str:
+    outcome = _outcome(_job("fork_then_exit", "2"), 60)
+    assert outcome["error"] is None, outcome
+    assert outcome["records"] == list(range(200)), outcome
+    assert outcome["source_kept"], "the child removed the parent's InMemoryDataSource segment"
+    return "the parent's loader delivered all 200 records after the child exited"
+
+
+def numpy_leaf_kinds(workers: int) -> None:
+    """Structured, masked and matrix leaves come back as they were made, at any worker count."""
+    structured = np.zeros(2, dtype=[("a", "i4"), ("b", "f8")])
+
+    class Kinds(grain.MapTransform):
+        def map(self, element: int) -> dict[str, Any]:
+            return {
+                "structured": structured,
+                "masked": np.ma.masked_array([1, 2], [0, 1]),
+                "matrix": np.matrix([[1, 2]]),
+            }
+
+    loader = grain.DataLoader(data_source=grain.RangeDataSource(0, 4, 1), sampler=sampler(4),
+                              operations=[Kinds()], worker_count=workers)  # fmt: skip
+    for element in loader:
+        assert element["structured"].dtype.names == ("a", "b")
+        assert isinstance(element["masked"], np.ma.MaskedArray)
+        assert element["masked"].mask.tolist() == [False, True]
+        assert isinstance(element["matrix"], np.matrix)
+
+
+@scenario("Odd user code", "structured, masked and matrix leaves, W=2", "kept as they were")
+def numpy_leaf_kinds_in_workers(tmp: Path) -> str:
+    numpy_leaf_kinds(2)
+    return "field names, masks and matrix type arrive intact"
+
+
+class ReturnsNone(grain.MapTransform):
+    """A transform that forgot its return statement."""
+
+    def map(self, element: int) -> None:
+        return None
+
+
+class ShapeByParity(grain.MapTransform):
+    """Elements whose shape changes from one to the next."""
+
+    def map(self, element: int) -> np.ndarray:
+        return np.zeros(element % 3 + 1)
+
+
+class StartsThreads(grain.MapTransform):
+    """Leaves a non-daemon thread running in the worker for every element."""
+
+    def map(self, element: int) -> int:
+        import threading
+
+        threading.Thread(target=time.sleep, args=(3600,), name="user-thread").start()
+        return element
+
+
+def _loader(operations: list[Any], workers: int, n: int = 8) -> grain.DataLoader:
+    return grain.DataLoader(data_source=grain.RangeDataSource(0, n, 1), sampler=sampler(n),
+                            operations=operations, worker_count=workers)  # fmt: skip
+
+
+@scenario("Odd user code", "a transform returns None, W=2", "delivered as None, as in Grain")
+def transform_returns_none(tmp: Path) -> str:
+    assert list(_loader([ReturnsNone()], 2)) == [None] * 8
+    return "each None is delivered in its place (Grain does the same)"
+
+
+@scenario("Odd user code", "shapes change between elements into Batch, W=0", "error names both")
+def shapes_change_into_batch(tmp: Path) -> str:
+    error, seconds = raised(lambda: list(_loader([ShapeByParity(), grain.Batch(2)], 0)))
+    assert isinstance(error, ValueError), repr(error)
+    assert "shape (2,)" in str(error) and "shape (1,)" in str(error), str(error)
+    return f"ValueError naming both shapes and the first difference ({seconds * 1000:.0f} ms)"
+
+
+@scenario("Odd user code", "a transform starts threads that never end, W=2", "closes promptly")
+def transform_starts_threads(tmp: Path) -> str:
+    loader = _loader([StartsThreads()], 2)
+    with timed(10) as elapsed, iter(loader) as iterator:
+        assert list(iterator) == list(range(8))
+    return f"all records delivered, workers gone {elapsed[0]:.2f} s after the start"
+
+
+@scenario("Samplers", "a shard with no records (2 records, shard 3 of 4)", "refused with a fix")
+def shard_without_records(tmp: Path) -> str:
+    options = grain.ShardOptions(3, 4)
+    for build in (
+        lambda: grain.IndexSampler(2, options, shuffle=False, num_epochs=1, seed=0),
+        lambda: grain.SequentialSampler(2, options),
+    ):
+        error, _ = raised(build)
+        assert isinstance(error, grain.GrainliteValueError) and "gets no records" in str(error)
+        assert "Use at most 2 shards" in str(error)
+    return "GrainliteValueError at construction: the shard gets no records, use at most 2 shards"
+
+
+@scenario("Samplers", "one record, W=2", "delivered once")
+def one_record(tmp: Path) -> str:
+    loader = grain.DataLoader(data_source=[5], sampler=sampler(1), worker_count=2)
+    assert list(loader) == [5]
+    return "the one record, once; the idle worker ends cleanly"
+
+
+@scenario("Samplers", "2**40 records shuffled: the first element", "bounded time and memory")
+def huge_shuffle(tmp: Path) -> str:
+    class Huge:
+        def __len__(self) -> int:
+            return 2**40
+
+        def __getitem__(self, key: int) -> int:
+            return key
+
+    shuffled = grain.IndexSampler(2**40, grain.NoSharding(), shuffle=True, num_epochs=1, seed=0)
+    loader = grain.DataLoader(data_source=Huge(), sampler=shuffled, worker_count=0)
+    with timed(2) as elapsed, iter(loader) as iterator:
+        first = next(iterator)
+    assert 0 <= first < 2**40 and first == shuffled[0].record_key
+    return f"first element in {elapsed[0] * 1000:.0f} ms (the shuffle is computed, not stored)"
+
+
+@scenario("Many and long", "20 loaders with 2 workers each alive, then closed", "no leak")
+def twenty_loaders(tmp: Path) -> str:
+    from leak_check import live_children
+
+    fds_before, children_before = len(os.listdir("/proc/self/fd")), live_children()
+    iterators = [iter(_loader([], 2, n=50)) for _ in range(20)]
+    with timed(60) as elapsed:
+        for iterator in iterators:
+            next(iterator)
+        assert len(live_children() - children_before) == 40
+        for iterator in iterators:
+            iterator.close()
+    deadline = time.monotonic() + 5
+    while live_children() - children_before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not live_children() - children_before, "workers outlived close()"
+    fds_after = len(os.listdir("/proc/self/fd"))
+    assert fds_after <= fds_before + 2, f"file descriptors grew from {fds_before} to {fds_after}"
+    return f"40 workers started and closed in {elapsed[0]:.1f} s; no process, fd or segment left"
+
+
+# --- Hostile checkpoints --------------------------------------------------------------------
+
+
+def _mutations(state: dict[str, Any], rng: Any) -> Iterator[tuple[str, bytes]]:
+    """Random damage to a valid state: wrong types, huge and negative numbers, junk, depth."""
+    junk: list[Any] = [None, True, -1, -(2**70), 2**70, 1.5, "", "x" * 10_000, [], {}, [[[]]]]
+    for _ in range(60):
+        document = json.loads(json.dumps(state))
+        path = []
+        node: Any = document
+        while isinstance(node, dict) and node and rng.random() < 0.7:
+            key = rng.choice(sorted(node))
+            path.append(key)
+            if not isinstance(node[key], dict):
+                node[key] = rng.choice(junk)
+                break
+            node = node[key]
+        else:
+            if isinstance(node, dict):
+                node[rng.choice(["extra", "version", "worker_count"])] = rng.choice(junk)
+        yield f"{'.'.join(path) or 'top'}", json.dumps(document).encode()
+    yield "depth", b"[" * 200_000 + b"]" * 200_000
+    yield "bytes", bytes(rng.getrandbits(8) for _ in range(300))
+    yield "huge integer", b'{"version": ' + b"9" * 5000 + b"}"
+    yield "huge", json.dumps(dict(state, sampler="y" * 20_000_000)).encode()
+    yield "too large", b" " * (65 * 1024 * 1024)
+
+
+def _fuzz_set_state(workers: int) -> str:
+    import random
+
+    loader = _loader([], workers, n=20)
+    with iter(loader) as iterator:
+        next(iterator)
+        valid = json.loads(iterator.get_state())
+    accepted, slowest, longest = 0, 0.0, 0
+    for name, raw in _mutations(valid, random.Random(workers)):
+        with iter(loader) as iterator:
+            started = time.monotonic()
+            try:
+                iterator.set_state(raw)
+            except grain.GrainliteError as error:
+                assert isinstance(error, ValueError), f"{name}: {error!r}"
+                longest = max(longest, len(str(error)))
+            else:
+                accepted += 1  # a mutation can leave a valid state; it must then read on
+                remaining = list(iterator)
+                assert set(remaining) <= set(range(20)), name
+            slowest = max(slowest, time.monotonic() - started)
+    assert slowest < 2, f"a hostile state took {slowest:.2f} s"
+    assert longest < 2000, f"an error message is {longest} characters long"
+    return (
+        f"65 hostile states: {65 - accepted} refused with a ValueError (messages at most "
+        f"{longest} characters), {accepted} still valid; slowest {slowest * 1000:.0f} ms"
+    )
+
+
+@scenario("Hostile checkpoints", "set_state() with 65 damaged states, W=0", "clear error, bounded")
+def fuzzed_states_in_process(tmp: Path) -> str:
+    return _fuzz_set_state(0)
+
+
+@scenario("Hostile checkpoints", "set_state() with 65 damaged states, W=2", "clear error, bounded")
+def fuzzed_states_in_workers(tmp: Path) -> str:
+    return _fuzz_set_state(2)
+
+
+@scenario("Hostile checkpoints", "a saved index past the end of the sampler", "refused")
+def index_past_the_end(tmp: Path) -> str:
+    loader = _loader([], 2, n=20)
+    with iter(loader) as iterator:
+        next(iterator)
+        document = json.loads(iterator.get_state())
+        document["last_seen_indices"] = {"0": 1000, "1": 1001}
+        error, _ = raised(lambda: iterator.set_state(json.dumps(document).encode()))
+    assert isinstance(error, grain.GrainliteValueError) and "past the end" in str(error)
+    return "GrainliteValueError: past the end of this loader's sampler (it would end the epoch)"
+
+
+def _orbax_restore_of(tmp: Path, damage: Callable[[Path], None]) -> tuple[BaseException, float]:
+    import orbax.checkpoint as ocp
+
+    loader = _loader([], 0, n=20)
+    with ocp.CheckpointManager(tmp / "checkpoints") as manager, iter(loader) as iterator:
+        next(iterator)
+        manager.save(1, args=grain.GrainCheckpointSave(iterator))
+        manager.wait_until_finished()
+        damage(tmp / "checkpoints" / "1" / "default" / "process_0-of-1.json")
+        return raised(lambda: manager.restore(1, args=grain.GrainCheckpointRestore(iterator)))
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _dev_zero(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _sparse_2gb(path: Path) -> None:
+    with open(path, "r+b") as file:
+        file.truncate(2 * 1024**3)  # sparse: no disk used, but 2 GB to read
+
+
+@scenario("Hostile checkpoints", "Orbax restore of a FIFO, /dev/zero, a 2 GB file", "refused")
+def orbax_restore_of_non_states(tmp: Path) -> str:
+    seen = []
+    for name, damage in [("fifo", _fifo), ("zero", _dev_zero), ("2gb", _sparse_2gb)]:
+        error, seconds = _orbax_restore_of(tmp / name, damage)
+        assert isinstance(error, grain.GrainliteValueError), f"{name}: {error!r}"
+        assert "not an iterator state" in str(error), str(error)
+        seen.append(seconds)
+    return f"GrainliteValueError before reading (slowest {max(seen) * 1000:.0f} ms, no hang)"

@@ -1,0 +1,90 @@
+"""Worker processes never see an accelerator unless ``hide_accelerators_in_workers`` is False.
+
+Each test reads the environment of a real worker process: a transform returns the variables it
+sees in ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import grainlite as grain
+from grainlite import config
+from grainlite.engine.process_group import HIDDEN_ACCELERATORS
+
+pytestmark = pytest.mark.timeout(60)
+
+PARENT_VALUES = {
+    "CUDA_VISIBLE_DEVICES": "0,1",
+    "HIP_VISIBLE_DEVICES": "1",
+    "ROCR_VISIBLE_DEVICES": "0",
+    "JAX_PLATFORMS": "cuda",
+    "PJRT_DEVICE": "TPU",
+}
+
+
+class ReadEnvironment(grain.MapTransform):
+    """Any record -> the accelerator variables of the process that runs the transform."""
+
+    def map(self, record: int) -> dict[str, str | None]:
+        return {name: os.environ.get(name) for name in sorted(PARENT_VALUES)}
+
+
+def worker_sees() -> dict[str, str | None]:
+    loader = grain.DataLoader(
+        data_source=grain.RangeDataSource(0, 1, 1),
+        sampler=grain.IndexSampler(1, grain.NoSharding(), num_epochs=1),
+        operations=[ReadEnvironment()],
+        worker_count=1,
+    )
+    with iter(loader) as iterator:
+        return next(iterator)
+
+
+@pytest.fixture
+def parent_sees_accelerators(monkeypatch):
+    """The parent's environment names accelerators; the option starts at its default."""
+    for name, value in PARENT_VALUES.items():
+        monkeypatch.setenv(name, value)
+    # Set, then removed: monkeypatch then removes what config.update sets in the test.
+    monkeypatch.setenv(config.HIDE_ACCELERATORS_ENV, "1")
+    monkeypatch.delenv(config.HIDE_ACCELERATORS_ENV)
+
+
+def test_a_worker_sees_no_accelerator_by_default(parent_sees_accelerators):
+    assert config.get_or_default("hide_accelerators_in_workers") is True
+    assert worker_sees() == {
+        "CUDA_VISIBLE_DEVICES": "-1",
+        "HIP_VISIBLE_DEVICES": "-1",
+        "JAX_PLATFORMS": "cpu",
+        "PJRT_DEVICE": "CPU",
+        "ROCR_VISIBLE_DEVICES": "-1",
+    }
+    assert set(HIDDEN_ACCELERATORS) == set(PARENT_VALUES)
+
+
+def test_opting_out_gives_workers_the_parents_accelerators(parent_sees_accelerators):
+    config.update("hide_accelerators_in_workers", False)
+    assert os.environ[config.HIDE_ACCELERATORS_ENV] == "0"
+    assert config.get_or_default("hide_accelerators_in_workers") is False
+    assert grain.config.hide_accelerators_in_workers is False
+    assert worker_sees() == PARENT_VALUES
+    config.update("hide_accelerators_in_workers", True)
+    assert worker_sees()["CUDA_VISIBLE_DEVICES"] == "-1"
+
+
+def test_the_environment_variable_opts_out_too(parent_sees_accelerators, monkeypatch):
+    monkeypatch.setenv(config.HIDE_ACCELERATORS_ENV, "0")
+    assert worker_sees()["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_the_option_takes_only_a_bool(parent_sees_accelerators):
+    with pytest.raises(grain.GrainliteTypeError) as caught:
+        config.update("hide_accelerators_in_workers", "no")
+    assert str(caught.value) == (
+        "grain.config option hide_accelerators_in_workers must be a bool (got 'no' of type str); "
+        "pass False to let worker processes see accelerators."
+    )
+    assert isinstance(caught.value, TypeError)
