@@ -84,7 +84,8 @@ def _rss_mb(pid: int) -> float:
 
 def run(records: int = 5_000_000, workers: int = 2, every: float = 0.5) -> SoakResult:
     """Streams ``records`` records through ``workers`` workers and samples as it goes."""
-    count = records - records % BATCH
+    # Each worker batches its own records: a multiple of BATCH per worker leaves no partial batch.
+    count = records - records % (BATCH * max(workers, 1))
     loader = grain.DataLoader(
         data_source=grain.RangeDataSource(0, count, 1),
         sampler=grain.IndexSampler(count, grain.NoSharding(), shuffle=False, num_epochs=1, seed=0),

@@ -49,6 +49,7 @@ from grainlite.errors import (
     SharedMemoryFullError,
     StateNotJSONError,
     WorkerDiedError,
+    WorkerTimeoutError,
 )
 from grainlite.loader.data_loader import DataLoader, DataLoaderIterator
 from grainlite.loader.options import MultiprocessingOptions, ReadOptions
@@ -168,6 +169,7 @@ __all__ = [
     "Transformation",
     "Transformations",
     "WorkerDiedError",
+    "WorkerTimeoutError",
     "checkpoint",
     "config",
     "constants",

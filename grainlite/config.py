@@ -22,6 +22,14 @@ grainlite adds one option of its own (Grain has no such option):
   pipeline that really decodes on a GPU in its workers. The value lives in the environment
   variable ``GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS`` (``0`` means ``False``), which works too.
 
+and one more:
+
+* ``worker_timeout_s`` (default ``None``): how long ``next()`` waits for a worker that sends
+  nothing before it raises :class:`~grainlite.WorkerTimeoutError` naming the worker, its pid and
+  where it stands in the stream (``None``: wait as long as it takes). Whatever the value, a worker
+  silent for :data:`STALL_WARNING_S` seconds is reported once through the ``grainlite`` logger,
+  and its Python stacks are printed to its standard error (Python's ``faulthandler``).
+
 Grain's other options (SIGTERM relaying, the Dataset API's visualisation, the TensorFlow loader's
 options) are known by name: setting one to Grain's default is accepted and changes nothing; any
 other value raises GrainliteValueError naming the option, because grainlite does not implement it.
@@ -43,6 +51,9 @@ HIDE_ACCELERATORS_ENV = "GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS"
 """The environment variable that holds ``hide_accelerators_in_workers`` (``0``: off)."""
 _HIDE_ACCELERATORS = "hide_accelerators_in_workers"
 _FALSE_WORDS = ("0", "false", "no", "off")
+_WORKER_TIMEOUT = "worker_timeout_s"
+STALL_WARNING_S = 60.0
+"""After this long without a message from a worker, the parent logs which one and where."""
 
 _TRACEBACK_VALUES = ("auto", "off", "tracebackhide", "quiet_remove_frames", "remove_frames")
 
@@ -78,7 +89,8 @@ def update(name: str, value: Any) -> None:
     """Sets option ``name`` to ``value``, as ``grain.config.update`` does.
 
     Raises:
-      GrainliteValueError: ``name`` is not one of Grain's options, ``py_traceback_filtering``
+      GrainliteValueError: ``name`` is not one of Grain's options (or grainlite's two),
+        ``worker_timeout_s`` is not a positive number or None, ``py_traceback_filtering``
         gets a value Grain does not know, or an option grainlite does not implement gets a value
         other than Grain's default.
       GrainliteTypeError: ``py_debug_mode`` or ``hide_accelerators_in_workers`` gets something
@@ -91,6 +103,16 @@ def update(name: str, value: Any) -> None:
                 f"{type(value).__name__}); pass False to let worker processes see accelerators."
             )
         os.environ[HIDE_ACCELERATORS_ENV] = "1" if value else "0"  # nested workers inherit it
+        return
+    if name == _WORKER_TIMEOUT:
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+        ):
+            raise GrainliteValueError(
+                f"grain.config option {_WORKER_TIMEOUT} must be a number of seconds > 0 or None "
+                f"(got {value!r}); e.g. 600 to raise when a worker is silent for 10 minutes."
+            )
+        _stored[name] = None if value is None else float(value)
         return
     if name not in _DEFAULTS:
         raise _unknown(name)
@@ -125,6 +147,8 @@ def get_or_default(name: str) -> Any:
     if name == _HIDE_ACCELERATORS:
         raw = os.environ.get(HIDE_ACCELERATORS_ENV, "").strip().lower()
         return raw not in _FALSE_WORDS
+    if name == _WORKER_TIMEOUT:
+        return _stored.get(name)
     if name not in _DEFAULTS:
         raise _unknown(name)
     if name == "py_traceback_filtering":
@@ -136,13 +160,14 @@ def get_or_default(name: str) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in _DEFAULTS or name == _HIDE_ACCELERATORS:
+    if name in _DEFAULTS or name in (_HIDE_ACCELERATORS, _WORKER_TIMEOUT):
         return get_or_default(name)
     raise AttributeError(f"module 'grainlite.config' has no attribute {name!r}")
 
 
 __all__ = [
     "HIDE_ACCELERATORS_ENV",
+    "STALL_WARNING_S",
     "SUPPORTED",
     "TRACEBACK_FILTERING_ENV",
     "get_or_default",

@@ -55,6 +55,10 @@ class WorkerDiedError(GrainliteRuntimeError):
     """A worker process ended without reporting an error (killed, out of memory, ``os._exit``)."""
 
 
+class WorkerTimeoutError(GrainliteRuntimeError, TimeoutError):
+    """A worker sent nothing for ``worker_timeout_s`` seconds (``grain.config``): it hangs."""
+
+
 class LoaderClosedError(GrainliteRuntimeError):
     """An iterator was used after ``close()``."""
 

@@ -93,11 +93,54 @@ def fork_then_exit(workers: int) -> None:
     source.close()
 
 
+class Hangs(grain.MapTransform):
+    """Hangs forever on record 5 (a deadlock, a network read without a timeout)."""
+
+    def map(self, element: int) -> int:
+        if element == 5:
+            time.sleep(3600)
+        return element
+
+
+def hang(workers: int) -> None:
+    """Reads through a transform that hangs, with a short warning time and worker_timeout_s=2."""
+    import logging
+
+    from grainlite import config
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="LOG %(message)s")
+    config.STALL_WARNING_S = 0.5
+    grain.config.update("worker_timeout_s", 2)
+    loader = grain.DataLoader(
+        data_source=grain.RangeDataSource(0, 16, 1),
+        sampler=_sampler(16),
+        operations=[Hangs()],
+        worker_count=workers,
+    )
+    delivered: list[int] = []
+    started = time.monotonic()
+    try:
+        for element in loader:
+            delivered.append(element)
+    except BaseException as error:  # the outcome is the point of this job
+        _report(
+            error=type(error).__name__,
+            timeout=isinstance(error, TimeoutError),
+            message=str(error),
+            delivered=delivered,
+            seconds=time.monotonic() - started,
+        )
+        return
+    _report(error=None, delivered=delivered)
+
+
 def main(argv: list[str]) -> None:
     """Runs the job named by ``argv[0]`` with its arguments."""
     job, *args = argv
     if job == "shm_pressure":
         shm_pressure(int(args[0]), args[1] == "batch")
+    elif job == "hang":
+        hang(int(args[0]))
     elif job == "fork_then_exit":
         fork_then_exit(int(args[0]))
     elif job == "serve_forever":

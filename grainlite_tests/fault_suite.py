@@ -32,6 +32,8 @@ import grainlite as grain
 from grainlite import shm
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "examples") not in sys.path:  # leak_check lives beside the example scripts
+    sys.path.insert(0, str(REPO / "examples"))
 
 
 class Unavailable(Exception):
@@ -563,3 +565,102 @@ def orbax_restore_of_non_states(tmp: Path) -> str:
         assert "not an iterator state" in str(error), str(error)
         seen.append(seconds)
     return f"GrainliteValueError before reading (slowest {max(seen) * 1000:.0f} ms, no hang)"
+
+
+# --- Workers that misbehave -------------------------------------------------------------------
+
+
+@scenario("Odd user code", "a transform hangs forever, worker_timeout_s=2, W=2", "names it")
+def hung_worker(tmp: Path) -> str:
+    job = _job("hang", "2")
+    out, err = job.communicate(timeout=60)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    assert lines, err[-2000:]
+    outcome = json.loads(lines[-1])
+    assert outcome["error"] == "WorkerTimeoutError" and outcome["timeout"], outcome
+    message = outcome["message"]
+    # Record 5 is read by worker 1 of 2 (odd indices): its next element starts at index 5.
+    assert "Worker process 1 " in message and "sampler index 5 " in message, message
+    assert outcome["delivered"] == [0, 1, 2, 3, 4], outcome
+    assert "LOG grainlite: worker process 1" in out, out
+    assert "in map" in err, f"the worker's stack was not printed: {err[-2000:]}"
+    assert outcome["seconds"] < 10
+    return (
+        f"logged after 0.5 s with the worker's stack, then WorkerTimeoutError naming worker 1 "
+        f"and sampler index 5 ({outcome['seconds']:.1f} s)"
+    )
+
+
+class Exits(grain.MapTransform):
+    """Calls sys.exit(0) on record 3."""
+
+    def map(self, element: int) -> int:
+        if element == 3:
+            sys.exit(0)
+        return element
+
+
+class HardExits(grain.MapTransform):
+    """Calls os._exit(0) on record 3: the process ends without a word."""
+
+    def map(self, element: int) -> int:
+        if element == 3:
+            os._exit(0)
+        return element
+
+
+@scenario("Odd user code", "a transform calls sys.exit(0), W=2", "error with traceback")
+def transform_calls_sys_exit(tmp: Path) -> str:
+    error, seconds = raised(lambda: list(_loader([Exits()], 2)))
+    assert isinstance(error, grain.GrainliteRuntimeError), repr(error)
+    assert "SystemExit(0)" in str(error) and "worker 1" in str(error), str(error)
+    assert isinstance(error.__cause__, BaseException)
+    return f"GrainliteRuntimeError naming SystemExit(0) and worker 1 ({seconds:.2f} s)"
+
+
+@scenario("Odd user code", "a transform calls os._exit(0), W=2", "error naming the cause")
+def transform_calls_os_exit(tmp: Path) -> str:
+    error, seconds = raised(lambda: list(_loader([HardExits()], 2)))
+    assert isinstance(error, grain.WorkerDiedError), repr(error)
+    assert "exit code 0" in str(error) and "os._exit" in str(error), str(error)
+    assert "out-of-memory" not in str(error)
+    return f"WorkerDiedError: exit code 0, the pipeline ended the process ({seconds:.2f} s)"
+
+
+@scenario("Exhausted resources", "set_state() after a worker was killed, W=2", "goes on")
+def set_state_after_worker_death(tmp: Path) -> str:
+    loader = _loader([], 2, n=20)
+    with iter(loader) as iterator:
+        first = [next(iterator) for _ in range(5)]
+        state = iterator.get_state()
+        for pid in iterator._stream.pids():
+            os.kill(pid, signal.SIGKILL)
+        for pid in iterator._stream.pids():
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        iterator.set_state(state)
+        rest = list(iterator)
+    assert first + rest == list(range(20))
+    return "new workers start at the restored position; all 20 records, once"
+
+
+class WrongLength:
+    """Says 10 records, serves 7."""
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, key: int) -> int:
+        if key >= 7:
+            raise IndexError(key)
+        return key
+
+
+@scenario("Odd user code", "a source whose len() is wrong, W=2", "error names key and len")
+def source_with_wrong_length(tmp: Path) -> str:
+    loader = grain.DataLoader(data_source=WrongLength(), sampler=sampler(10), worker_count=2)
+    error, seconds = raised(lambda: list(loader))
+    assert isinstance(error, IndexError), repr(error)
+    notes = " ".join(getattr(error, "__notes__", []))
+    assert "WrongLength failed reading record key" in notes and "fix __len__" in notes, notes
+    return f"IndexError with a note naming the key, len() = 10 and the fix ({seconds:.2f} s)"

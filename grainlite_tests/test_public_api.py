@@ -78,6 +78,7 @@ def test_the_whole_error_tree_is_importable_from_the_top_level():
         "SharedMemoryFullError",
         "StateNotJSONError",
         "WorkerDiedError",
+        "WorkerTimeoutError",
     }
     for name in tree:
         assert name in grainlite.__all__, name

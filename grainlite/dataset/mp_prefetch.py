@@ -209,9 +209,8 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         self._stopped_by = None
         self._closed = False
         if self._stream is not None:
-            if self._stream.alive:
-                self._stream.restart(position)  # the running workers move: no new processes
-                return
+            if self._stream.alive and self._stream.restart(position):
+                return  # the running workers moved: no new processes
             self._stream.close()
             self._stream = None
 

@@ -13,6 +13,7 @@ transform, when its parent pid changes.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import signal
@@ -39,6 +40,7 @@ from grainlite.engine.protocol import (
 )
 from grainlite.engine.remote_errors import report
 from grainlite.engine.transport import SlabPool
+from grainlite.errors import GrainliteRuntimeError
 from grainlite.loader.failures import FailedElement
 from grainlite.stats.counters import WorkerCounters, clock
 
@@ -110,6 +112,9 @@ class _Worker:
             except Exception as error:  # a read failed: this worker's stream cannot go on
                 self.drop_element()
                 self.send(report(error, self.generation, None))
+            except BaseException as error:  # sys.exit() or KeyboardInterrupt from user code
+                self.drop_element()
+                self.send(report(exit_in_pipeline_error(error, worker), self.generation, None))
             while self.restart is None:
                 self.receive()
             self.generation, state, self.credits = self.restart
@@ -192,6 +197,22 @@ class _Worker:
         self.send(End(self.generation))
 
 
+def exit_in_pipeline_error(error: BaseException, worker: int) -> GrainliteRuntimeError:
+    """The error for a pipeline that tried to end its worker process (``sys.exit()``, ...).
+
+    A worker cannot exit on its own: the parent would only see a process gone with no reason.
+    The exception is reported instead, with the worker's traceback, and the stream ends.
+    """
+    failure = GrainliteRuntimeError(
+        f"The pipeline raised {type(error).__name__}({', '.join(map(repr, error.args))}) in "
+        f"worker {worker}: code in a transform or a data source called sys.exit() or raised a "
+        f"BaseException, which would end the worker process. Raise an ordinary exception there "
+        f"instead (the traceback of the call is attached)."
+    )
+    failure.__cause__ = error
+    return failure
+
+
 def _watch_parent(worker: _Worker, parent: int) -> None:
     """Ends the process if the parent dies while the main thread is busy in a transform."""
     event = threading.Event()
@@ -203,6 +224,8 @@ def _watch_parent(worker: _Worker, parent: int) -> None:
 def main() -> None:
     """Entry point: ``python -m grainlite.engine.child FD``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # The parent sends SIGUSR1 when this worker is silent for long: print every thread's stack.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     conn = Channel(int(sys.argv[1]))
     worker = _Worker(conn)
     threading.Thread(target=_watch_parent, args=(worker, os.getppid()), daemon=True).start()

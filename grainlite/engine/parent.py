@@ -33,6 +33,7 @@ from grainlite.engine.protocol import (
     Restart,
     StatsReport,
 )
+from grainlite.engine.stall import StallWatch
 from grainlite.engine.transport import SlabMapper
 from grainlite.loader.failures import FailedElement
 from grainlite.loader.pipeline import Pipeline
@@ -121,6 +122,7 @@ class WorkerStream:
         self._group = ProcessGroup(self._workers, self._tag)
         self._mappers = [SlabMapper() for _ in range(self._workers)]
         self._finished = False
+        self._stall = StallWatch(self._group.ready, self._group.pid, self._describe)
 
     # Lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -146,16 +148,25 @@ class WorkerStream:
         self._finished = True
         self._group.close()
 
-    def restart(self, position: IteratorPosition) -> None:
-        """Moves the running workers to ``position`` without restarting the processes."""
+    def restart(self, position: IteratorPosition) -> bool:
+        """Moves the running workers to ``position`` without restarting the processes.
+
+        Returns False (and closes this stream) if a worker has died since the last element: the
+        caller then starts a new stream at ``position``.
+        """
         self._states = list(position.states)
         self._next = position.next_worker
         self._exhausted = list(position.exhausted)
         if not self._group.started:
-            return
+            return True
         self._generation += 1
-        for w in range(self._workers):
-            self._group.send(w, Restart(self._generation, self._states[w], self._credits))
+        try:
+            for w in range(self._workers):
+                self._group.send(w, Restart(self._generation, self._states[w], self._credits))
+        except OSError:  # a worker is gone (killed, out of memory): new processes will do
+            self.close()
+            return False
+        return True
 
     @property
     def alive(self) -> bool:
@@ -226,8 +237,16 @@ class WorkerStream:
                 counters.first_element()
             return element
 
+    def _describe(self, w: int) -> str:
+        """Where worker ``w`` stands, in words, for a report that it is silent."""
+        describe = getattr(self._pipeline, "describe_position", None)
+        if describe is not None:
+            return str(describe(w, self._workers, self._states[w]))
+        return "the element after its last delivered one"
+
     def _receive(self, w: int) -> Element | ErrorReport | End:
         while True:
+            self._stall.wait(w)
             message = self._group.receive(w)
             if isinstance(message, Announce):
                 self._mappers[w].announce(message.announced)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import signal
 import socket
 import subprocess
@@ -115,6 +116,13 @@ class ProcessGroup:
         """Sends a message if the worker is still there (a dead one is reported when read)."""
         with contextlib.suppress(OSError):
             self.send(worker, message)
+
+    def ready(self, worker: int, timeout: float | None) -> bool:
+        """True once ``worker`` has a message waiting (or has ended), within ``timeout`` s."""
+        if timeout is None:
+            return True  # the read that follows blocks as long as it takes
+        readable, _, _ = select.select([self._handles[worker].conn], [], [], timeout)
+        return bool(readable)
 
     def receive(self, worker: int) -> ToParent:
         """The next message of ``worker``; raises WorkerDiedError if it ended without one."""

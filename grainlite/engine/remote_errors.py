@@ -78,6 +78,12 @@ def worker_died(worker: int, pid: int, code: int | None) -> WorkerDiedError:
         how = "an unknown exit code (it did not exit within the time allowed)"
     elif code < 0:
         how = f"exit code {code} (killed by {signal.Signals(-code).name})"
+    elif code == 0:
+        return WorkerDiedError(
+            f"Worker process {worker} (pid {pid}) ended with exit code 0 without reporting "
+            f"anything: code in the pipeline ended the process (os._exit(0), or a library that "
+            f"exits). Make it raise an exception instead; search the output above for its output."
+        )
     else:
         how = f"exit code {code}"
     return WorkerDiedError(

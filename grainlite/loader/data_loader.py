@@ -243,9 +243,8 @@ class DataLoaderIterator(Iterator[Any]):
     def _move_to(self, position: state_codec.IteratorPosition) -> None:
         self._position = position
         if self._stream is not None:
-            if getattr(self._stream, "alive", False):
-                self._stream.restart(position)  # running workers move; no new processes
-                return
+            if getattr(self._stream, "alive", False) and self._stream.restart(position):
+                return  # the running workers moved; no new processes
             self._stream.close()
             self._stream = None
         self._closed = False

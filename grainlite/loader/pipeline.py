@@ -112,6 +112,16 @@ class Pipeline:
         """The global indices worker ``worker`` of ``workers`` (>= 1) reads on this host."""
         return WorkerSlice.of(self.sampler, self.shard_index, self.shard_count, worker, workers)
 
+    def describe_position(self, worker: int, workers: int, state: Any) -> str:
+        """The element a worker at ``state`` makes next, in words (for stall reports)."""
+        try:
+            position = base_position(state.state if isinstance(state, Skipping) else state)
+            index = self.worker_slice(worker, workers).index(position)
+            key = self.sampler[index].record_key
+        except Exception:  # a state of another shape (holes still pending): say less
+            return "the element after its last delivered one"
+        return f"the element that starts at sampler index {index} (record key {key})"
+
     def make_stats(self) -> ChainTimer:
         """The counters :meth:`iterate` fills (pass the same one again after a restart)."""
         names = operation_names(self.operations)

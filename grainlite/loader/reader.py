@@ -60,9 +60,19 @@ def _make_chunk_reader(
     def read_data(keys: np.ndarray) -> list[Any]:
         if source_len and int(keys.max()) >= source_len:
             keys = keys % source_len  # Grain wraps keys past the end of the source.
+        listed = keys.tolist()
         if getitems is not None:
-            return list(getitems(keys.tolist()))
-        return [getitem(k) for k in keys.tolist()]
+            try:
+                return list(getitems(listed))
+            except Exception as error:
+                raise _named(error, source, listed, source_len) from None
+        data = []
+        for key in listed:
+            try:
+                data.append(getitem(key))
+            except Exception as error:
+                raise _named(error, source, [key], source_len) from None
+        return data
 
     record_keys = getattr(sampler, "record_keys", None)
     if record_keys is not None and hasattr(sampler, "seed"):
@@ -91,6 +101,19 @@ def _make_chunk_reader(
         return (rngs if any(r is not None for r in rngs) else None), data
 
     return read_custom
+
+
+def _named(error: Exception, source: Any, keys: list[int], source_len: int) -> Exception:
+    """``error`` with a note naming the record(s) the source failed on and the usual fix."""
+    what = f"record key {keys[0]}" if len(keys) == 1 else f"record keys {keys[0]}..{keys[-1]}"
+    note = f"grainlite: the data source {type(source).__name__} failed reading {what}"
+    if isinstance(error, IndexError):
+        note += (
+            f"; its len() is {source_len}: if __getitem__ serves fewer records, fix __len__ (the "
+            f"sampler reads keys 0..len-1)"
+        )
+    error.add_note(note + ".")
+    return error
 
 
 class RecordReader:

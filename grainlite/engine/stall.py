@@ -1,0 +1,86 @@
+"""Waiting for a worker that may be stuck: a log line first, then (if asked) an error.
+
+A transform that hangs (a deadlock, a network read without a timeout) would otherwise hang
+``next()`` with no sign of where. While the parent waits for worker ``w``:
+
+- after :data:`grainlite.config.STALL_WARNING_S` seconds of silence it logs, once, which worker
+  (and pid) is silent and where it stands in the stream, and asks the worker to print the Python
+  stacks of all its threads to its standard error (SIGUSR1, handled by ``faulthandler``);
+- after ``grain.config.update("worker_timeout_s", T)`` seconds (if set) it raises
+  :class:`~grainlite.errors.WorkerTimeoutError` with the same facts; the iterator then stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+
+from grainlite import config
+from grainlite.errors import WorkerTimeoutError
+
+LOGGER = logging.getLogger("grainlite")
+
+
+class StallWatch:
+    """How long to wait for one worker's next message, and what to say when it is silent.
+
+    Args:
+      ready: ``ready(worker, seconds)`` is True once the worker has a message (or has ended).
+      pid: the worker's process id.
+      describe: where the worker stands, in words (e.g. the record its next element starts at).
+    """
+
+    def __init__(
+        self,
+        ready: Callable[[int, float | None], bool],
+        pid: Callable[[int], int],
+        describe: Callable[[int], str],
+    ) -> None:
+        self._ready, self._pid, self._describe = ready, pid, describe
+        self.warning_s = config.STALL_WARNING_S
+        self.timeout_s: float | None = config.get_or_default("worker_timeout_s")
+
+    def wait(self, worker: int) -> None:
+        """Returns once ``worker`` has a message; logs or raises while it is silent."""
+        first = self.warning_s if self.timeout_s is None else min(self.warning_s, self.timeout_s)
+        if self._ready(worker, first):
+            return  # the common case: one select() with a timeout
+        started = time.monotonic() - first
+        warned = False
+        while True:
+            silent = time.monotonic() - started
+            if not warned and silent >= self.warning_s:
+                self._warn(worker, silent)
+                warned = True
+            if self.timeout_s is not None and silent >= self.timeout_s:
+                raise WorkerTimeoutError(
+                    f"Worker process {worker} (pid {self._pid(worker)}) sent nothing for "
+                    f"{silent:.1f} s (grain.config worker_timeout_s={self.timeout_s:g}); it is "
+                    f"making {self._describe(worker)}. Its Python stacks were printed to its "
+                    f"standard error. Fix the transform or source that hangs there, or raise "
+                    f"worker_timeout_s if such an element really takes this long."
+                )
+            deadlines = [self.warning_s] if not warned else []
+            if self.timeout_s is not None:
+                deadlines.append(self.timeout_s)
+            step = max(0.0, min(deadlines) - silent) if deadlines else None
+            if self._ready(worker, step):
+                return
+
+    def _warn(self, worker: int, silent: float) -> None:
+        pid = self._pid(worker)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGUSR1)  # the worker prints its stacks (faulthandler)
+        LOGGER.warning(
+            "grainlite: worker process %d (pid %d) has sent nothing for %.0f s; it is making %s. "
+            "Its Python stacks are printed to its standard error. Set grain.config "
+            "worker_timeout_s to raise instead of waiting.",
+            worker,
+            pid,
+            silent,
+            self._describe(worker),
+        )
