@@ -79,6 +79,10 @@ class SharedMemoryFullError(SharedMemoryError):
     """Shared memory (``/dev/shm``) has no room for another buffer."""
 
 
+class ResourceLimitError(GrainliteError, OSError):
+    """The system refused the loader a file descriptor or a process; names the limit to raise."""
+
+
 class MissingExtraError(GrainliteError, ImportError):
     """An optional dependency is missing; the message names the pip extra that installs it."""
 

@@ -134,11 +134,60 @@ def hang(workers: int) -> None:
     _report(error=None, delivered=delivered)
 
 
+def few_descriptors(workers: int) -> None:
+    """Starts a loader with only a handful of file descriptors left to this process."""
+    import resource
+
+    open_now = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + 3, open_now + 3))
+    loader = grain.DataLoader(
+        data_source=grain.InMemoryDataSource(list(range(64))),
+        sampler=_sampler(64),
+        operations=[BigArray(), grain.Batch(2)],
+        worker_count=workers,
+    )
+    started = time.monotonic()
+    try:
+        count = sum(1 for _ in loader)
+    except BaseException as error:  # the outcome is the point of this job
+        _report(
+            error=type(error).__name__,
+            bases=[kind.__name__ for kind in type(error).__mro__],
+            message=str(error),
+            seconds=time.monotonic() - started,
+        )
+        return
+    _report(error=None, count=count)
+
+
+def interrupted(workers: int, delay: float) -> None:
+    """Reads until SIGINT arrives from outside after ``delay`` s; reports what it saw."""
+    loader = grain.DataLoader(
+        data_source=grain.RangeDataSource(0, 10**9, 1),
+        sampler=_sampler(10**9),
+        operations=[BigArray(), grain.Batch(4)],
+        worker_count=workers,
+    )
+    _report(ready=True)
+    count = 0
+    try:
+        for _ in loader:
+            count += 1
+    except KeyboardInterrupt:
+        _report(interrupted=True, count=count)
+        return
+    _report(interrupted=False, count=count)
+
+
 def main(argv: list[str]) -> None:
     """Runs the job named by ``argv[0]`` with its arguments."""
     job, *args = argv
     if job == "shm_pressure":
         shm_pressure(int(args[0]), args[1] == "batch")
+    elif job == "few_descriptors":
+        few_descriptors(int(args[0]))
+    elif job == "interrupted":
+        interrupted(int(args[0]), float(args[1]))
     elif job == "hang":
         hang(int(args[0]))
     elif job == "fork_then_exit":

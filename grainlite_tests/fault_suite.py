@@ -664,3 +664,51 @@ def source_with_wrong_length(tmp: Path) -> str:
     notes = " ".join(getattr(error, "__notes__", []))
     assert "WrongLength failed reading record key" in notes and "fix __len__" in notes, notes
     return f"IndexError with a note naming the key, len() = 10 and the fix ({seconds:.2f} s)"
+
+
+@scenario("Exhausted resources", "3 file descriptors left when a W=2 loader starts", "clear error")
+def few_file_descriptors(tmp: Path) -> str:
+    outcome = _outcome(_job("few_descriptors", "2"), 60)
+    if outcome["error"] is None:
+        return f"all {outcome['count']} batches delivered"
+    assert "OSError" in outcome["bases"] and "GrainliteError" in outcome["bases"], outcome
+    assert "ulimit -n" in outcome["message"], outcome["message"]
+    return f"{outcome['error']} saying to close loaders or raise `ulimit -n`"
+
+
+@scenario("Signals", "SIGINT at 5 moments from start-up to mid-stream, W=2", "nothing left")
+def sigint_at_random_moments(tmp: Path) -> str:
+    seen = []
+    for delay in (0.0, 0.05, 0.2, 0.5, 1.0):
+        job = _job("interrupted", "2", str(delay))
+        assert job.stdout is not None
+        assert json.loads(job.stdout.readline()).get("ready")
+        time.sleep(delay)
+        children = _children(job.pid)
+        job.send_signal(signal.SIGINT)
+        out, err = job.communicate(timeout=20)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        # Python's default SIGINT handling: a KeyboardInterrupt in the loop (reported), or
+        # before the loop started it ends the job with a traceback; both are Ctrl-C.
+        assert lines or "KeyboardInterrupt" in err, (job.returncode, err[-1500:])
+        deadline = time.monotonic() + 5
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in children if _alive(pid)], "workers outlived the job"
+        mine = [name for name in shm.list_segments() if shm.owner_pid(name) == job.pid]
+        assert not mine, f"segments left behind: {mine}"
+        seen.append(json.loads(lines[-1])["count"] if lines else 0)
+    return f"KeyboardInterrupt each time (after {seen} batches); no worker, no segment left"
+
+
+@scenario("Exhausted resources", "elements of 64 MB, W=2 (buffers start at 64 KB)", "intact")
+def element_larger_than_buffers(tmp: Path) -> str:
+    class Huge(grain.MapTransform):
+        def map(self, element: int) -> np.ndarray:
+            return np.full(8 * 2**20, element, np.int64)  # 64 MB
+
+    loader = _loader([Huge()], 2, n=3)
+    with timed(60) as elapsed, iter(loader) as iterator:
+        for number, element in enumerate(iterator):
+            assert element.shape == (8 * 2**20,) and element[0] == element[-1] == number
+    return f"3 elements of 64 MB delivered intact in {elapsed[0]:.1f} s"

@@ -74,6 +74,7 @@ def test_the_whole_error_tree_is_importable_from_the_top_level():
         "GrainliteValueError",
         "LoaderClosedError",
         "MissingExtraError",
+        "ResourceLimitError",
         "SharedMemoryError",
         "SharedMemoryFullError",
         "StateNotJSONError",

@@ -233,6 +233,8 @@ def main() -> None:
         init: Init = pickle.loads(conn.recv_bytes())
     except (EOFError, OSError):
         os._exit(0)
+    if not isinstance(init, Init):  # told to stop before it was given work (a failed start)
+        os._exit(0)
     worker.credits = worker.counters.buffer = init.credits
     worker.pool = SlabPool(init.tag, init.owner_pid)
     try:

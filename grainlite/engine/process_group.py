@@ -10,6 +10,7 @@ A Ctrl-C during that wait is held back until the shutdown is complete, then rais
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import pickle
 import select
@@ -28,7 +29,7 @@ from grainlite import shm
 from grainlite.engine.channel import Channel
 from grainlite.engine.protocol import Stop, ToParent, ToWorker
 from grainlite.engine.remote_errors import worker_died
-from grainlite.errors import WorkerDiedError
+from grainlite.errors import ResourceLimitError, WorkerDiedError
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 # All workers together get this long to exit after Stop; then the rest are killed.
@@ -71,6 +72,23 @@ def worker_environment() -> dict[str, str]:
     return env
 
 
+def _start_error(worker: int, count: int, error: OSError) -> ResourceLimitError:
+    """The error for a worker the system would not start, with the limit to look at."""
+    if error.errno in (errno.EMFILE, errno.ENFILE):
+        fix = (
+            "this process has too many open files: close loaders you no longer use, or raise the "
+            "limit (`ulimit -n`)"
+        )
+    elif error.errno == errno.EAGAIN:
+        fix = "the user's process limit is reached: raise `ulimit -u`, or use fewer workers"
+    else:
+        fix = "use fewer workers, or worker_count=0"
+    return ResourceLimitError(
+        error.errno or 0,
+        f"Could not start worker process {worker} of {count} ({error.strerror}): {fix}.",
+    )
+
+
 class ProcessGroup:
     """``count`` worker processes running :mod:`grainlite.engine.child`, tagged ``tag``."""
 
@@ -88,8 +106,11 @@ class ProcessGroup:
     def start(self) -> None:
         """Starts every interpreter at once, so their start-up overlaps; returns before they run."""
         env = worker_environment()
-        for _ in range(self.count):
-            parent_end, child_end = socket.socketpair()
+        for worker in range(self.count):
+            try:
+                parent_end, child_end = socket.socketpair()
+            except OSError as error:
+                raise _start_error(worker, self.count, error) from error
             try:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "grainlite.engine.child", str(child_end.fileno())],
@@ -97,8 +118,10 @@ class ProcessGroup:
                     env=env,
                     stdin=subprocess.DEVNULL,
                 )
-            except BaseException:
+            except BaseException as error:
                 parent_end.close()
+                if isinstance(error, OSError):
+                    raise _start_error(worker, self.count, error) from error
                 raise
             finally:
                 child_end.close()
