@@ -33,6 +33,22 @@ class BigArray(grain.MapTransform):
         return {"a": np.full(300_000, element, np.float32)}
 
 
+def _read_and_report(loader: grain.DataLoader) -> None:
+    """Reads the whole loader; reports how many elements came, or the error and its classes."""
+    started = time.monotonic()
+    try:
+        count = sum(1 for _ in loader)
+    except BaseException as error:  # the outcome is the point of these jobs
+        _report(
+            error=type(error).__name__,
+            bases=[kind.__name__ for kind in type(error).__mro__],
+            message=str(error),
+            seconds=time.monotonic() - started,
+        )
+        return
+    _report(error=None, count=count, seconds=time.monotonic() - started)
+
+
 def shm_pressure(workers: int, batch: bool) -> None:
     """Reads big elements through workers; reports the error (or that all came through)."""
     operations: list[Any] = [BigArray()] + ([grain.Batch(4)] if batch else [])
@@ -43,18 +59,7 @@ def shm_pressure(workers: int, batch: bool) -> None:
         worker_count=workers,
         worker_buffer_size=4,
     )
-    started = time.monotonic()
-    try:
-        count = sum(1 for _ in loader)
-    except BaseException as error:  # the outcome is the point of this job
-        _report(
-            error=type(error).__name__,
-            bases=[kind.__name__ for kind in type(error).__mro__],
-            message=str(error),
-            seconds=time.monotonic() - started,
-        )
-        return
-    _report(error=None, count=count, seconds=time.monotonic() - started)
+    _read_and_report(loader)
 
 
 def serve_forever(workers: int) -> None:
@@ -146,18 +151,7 @@ def few_descriptors(workers: int) -> None:
         operations=[BigArray(), grain.Batch(2)],
         worker_count=workers,
     )
-    started = time.monotonic()
-    try:
-        count = sum(1 for _ in loader)
-    except BaseException as error:  # the outcome is the point of this job
-        _report(
-            error=type(error).__name__,
-            bases=[kind.__name__ for kind in type(error).__mro__],
-            message=str(error),
-            seconds=time.monotonic() - started,
-        )
-        return
-    _report(error=None, count=count)
+    _read_and_report(loader)
 
 
 def interrupted(workers: int, delay: float) -> None:

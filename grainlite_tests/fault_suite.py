@@ -51,6 +51,23 @@ class Scenario:
 
 
 SCENARIOS: list[Scenario] = []
+_JOBS: list[subprocess.Popen[str]] = []  # processes started by the running scenario
+
+
+def run_scenario(scenario: Scenario, tmp: Path) -> str:
+    """Runs ``scenario``; whatever happens, no job process it started outlives it."""
+    try:
+        return scenario.run(tmp)
+    finally:
+        while _JOBS:
+            job = _JOBS.pop()
+            if job.poll() is None:
+                job.terminate()  # SIGTERM: the job removes its own shared memory, then dies
+                try:
+                    job.communicate(timeout=10)
+                except subprocess.TimeoutExpired:
+                    job.kill()
+            job.communicate()
 
 
 def scenario(group: str, name: str, promise: str) -> Callable[[Callable[[Path], str]], Any]:
@@ -205,8 +222,10 @@ def _job(*args: str, private_shm: str | None = None) -> subprocess.Popen[str]:
         command = ["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o {private_shm} tmpfs /dev/shm "
                    f"&& exec {inner}"]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=REPO)  # fmt: skip
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env, cwd=REPO)  # fmt: skip
+    _JOBS.append(job)
+    return job
 
 
 def _user_namespaces() -> bool:
