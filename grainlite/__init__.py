@@ -6,84 +6,166 @@
 (``grain.samplers``, ``grain.sharding``, ``grain.sources``, ``grain.transforms``,
 ``grain.checkpoint``, ``grain.constants``, ``grain.config``, ``grain.experimental``,
 ``grain.multiprocessing``);
-docs/grain_names.md lists every Grain name and its status here. Importing grainlite loads numpy
-and cloudpickle only; Orbax, JAX, TFDS, array_record, OpenCV and matplotlib load where they are
-used.
+docs/grain_names.md lists every Grain name and its status here.
+
+Every name loads its module on first use, so ``import grainlite`` itself imports almost nothing:
+a worker process (which imports the package too) starts faster and smaller, and a script pays
+only for the parts it touches. Orbax, JAX, TFDS, array_record, OpenCV and matplotlib load where
+they are used.
 """
 
 from __future__ import annotations
 
+import importlib
+import typing
 from typing import Any
 
-from grainlite import (
-    checkpoint,
-    config,
-    constants,
-    experimental,
-    multiprocessing,
-    samplers,
-    sharding,
-    sources,
-    transforms,
-)
-from grainlite.constants import (
-    DATASET_INDEX,
-    EPOCH,
-    INDEX,
-    META_FEATURES,
-    RECORD,
-    RECORD_KEY,
-    SEED,
-)
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.errors import (
-    CheckpointMismatchError,
-    CorruptedDataError,
-    GrainliteError,
-    GrainliteRuntimeError,
-    GrainliteTypeError,
-    GrainliteValueError,
-    LoaderClosedError,
-    MissingExtraError,
-    ResourceLimitError,
-    SharedMemoryError,
-    SharedMemoryFullError,
-    StateNotJSONError,
-    WorkerDiedError,
-    WorkerTimeoutError,
-)
-from grainlite.loader.data_loader import DataLoader, DataLoaderIterator
-from grainlite.loader.options import MultiprocessingOptions, ReadOptions
-from grainlite.loading import load
-from grainlite.sampling.records import Record, RecordMetadata
-from grainlite.sampling.samplers import IndexSampler, Sampler, SequentialSampler
-from grainlite.sampling.sharding import NoSharding, ShardByJaxProcess, ShardOptions
-from grainlite.shm import remove_stale_segments
-from grainlite.shm.array import SharedMemoryArray
-from grainlite.sources.array_record import ArrayRecordDataSource
-from grainlite.sources.in_memory import InMemoryDataSource, SharedMemoryDataSource
-from grainlite.sources.protocol import RandomAccessDataSource
-from grainlite.sources.range import RangeDataSource
-from grainlite.transforms.base import (
-    FilterTransform,
-    FlatMapTransform,
-    MapTransform,
-    MapWithIndexTransform,
-    RandomMapTransform,
-    Transformation,
-    Transformations,
-)
-from grainlite.transforms.batch import Batch
-from grainlite.transforms.legacy import (
-    BatchOperation,
-    FilterOperation,
-    MapOperation,
-    Operation,
-    RandomMapOperation,
-)
-from grainlite.transforms.selection import DatasetSelectionMap
+if typing.TYPE_CHECKING:
+    from grainlite import (
+        checkpoint,
+        config,
+        constants,
+        experimental,
+        multiprocessing,
+        samplers,
+        sharding,
+        sources,
+        transforms,
+    )
+    from grainlite.constants import (
+        DATASET_INDEX,
+        EPOCH,
+        INDEX,
+        META_FEATURES,
+        RECORD,
+        RECORD_KEY,
+        SEED,
+    )
+    from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+    from grainlite.errors import (
+        CheckpointMismatchError,
+        CorruptedDataError,
+        GrainliteError,
+        GrainliteRuntimeError,
+        GrainliteTypeError,
+        GrainliteValueError,
+        LoaderClosedError,
+        MissingExtraError,
+        ResourceLimitError,
+        SharedMemoryError,
+        SharedMemoryFullError,
+        StateNotJSONError,
+        WorkerDiedError,
+        WorkerTimeoutError,
+    )
+    from grainlite.loader.data_loader import DataLoader, DataLoaderIterator
+    from grainlite.loader.data_loader import DataLoaderIterator as PyGrainDatasetIterator
+    from grainlite.loader.options import MultiprocessingOptions, ReadOptions
+    from grainlite.loading import load
+    from grainlite.sampling.records import Record, RecordMetadata
+    from grainlite.sampling.samplers import IndexSampler, Sampler, SequentialSampler
+    from grainlite.sampling.sharding import NoSharding, ShardByJaxProcess, ShardOptions
+    from grainlite.shm import remove_stale_segments
+    from grainlite.shm.array import SharedMemoryArray
+    from grainlite.sources.array_record import ArrayRecordDataSource
+    from grainlite.sources.in_memory import InMemoryDataSource, SharedMemoryDataSource
+    from grainlite.sources.protocol import RandomAccessDataSource
+    from grainlite.sources.range import RangeDataSource
+    from grainlite.transforms.base import (
+        FilterTransform,
+        FlatMapTransform,
+        MapTransform,
+        MapWithIndexTransform,
+        RandomMapTransform,
+        Transformation,
+        Transformations,
+    )
+    from grainlite.transforms.batch import Batch
+    from grainlite.transforms.legacy import (
+        BatchOperation,
+        FilterOperation,
+        MapOperation,
+        Operation,
+        RandomMapOperation,
+    )
+    from grainlite.transforms.selection import DatasetSelectionMap
 
-PyGrainDatasetIterator = DataLoaderIterator
+_SUBMODULES = frozenset(
+    {
+        "checkpoint",
+        "config",
+        "constants",
+        "experimental",
+        "multiprocessing",
+        "samplers",
+        "sharding",
+        "sources",
+        "transforms",
+    }
+)
+
+# Name -> "module" (the same name there) or "module:name"; resolved by __getattr__ on first use.
+_LAZY_NAMES = {
+    "DATASET_INDEX": "grainlite.constants",
+    "EPOCH": "grainlite.constants",
+    "INDEX": "grainlite.constants",
+    "META_FEATURES": "grainlite.constants",
+    "RECORD": "grainlite.constants",
+    "RECORD_KEY": "grainlite.constants",
+    "SEED": "grainlite.constants",
+    "DatasetIterator": "grainlite.dataset.base",
+    "IterDataset": "grainlite.dataset.base",
+    "MapDataset": "grainlite.dataset.base",
+    "CheckpointMismatchError": "grainlite.errors",
+    "CorruptedDataError": "grainlite.errors",
+    "GrainliteError": "grainlite.errors",
+    "GrainliteRuntimeError": "grainlite.errors",
+    "GrainliteTypeError": "grainlite.errors",
+    "GrainliteValueError": "grainlite.errors",
+    "LoaderClosedError": "grainlite.errors",
+    "MissingExtraError": "grainlite.errors",
+    "ResourceLimitError": "grainlite.errors",
+    "SharedMemoryError": "grainlite.errors",
+    "SharedMemoryFullError": "grainlite.errors",
+    "StateNotJSONError": "grainlite.errors",
+    "WorkerDiedError": "grainlite.errors",
+    "WorkerTimeoutError": "grainlite.errors",
+    "DataLoader": "grainlite.loader.data_loader",
+    "DataLoaderIterator": "grainlite.loader.data_loader",
+    "PyGrainDatasetIterator": "grainlite.loader.data_loader:DataLoaderIterator",
+    "MultiprocessingOptions": "grainlite.loader.options",
+    "ReadOptions": "grainlite.loader.options",
+    "load": "grainlite.loading",
+    "Record": "grainlite.sampling.records",
+    "RecordMetadata": "grainlite.sampling.records",
+    "IndexSampler": "grainlite.sampling.samplers",
+    "Sampler": "grainlite.sampling.samplers",
+    "SequentialSampler": "grainlite.sampling.samplers",
+    "NoSharding": "grainlite.sampling.sharding",
+    "ShardByJaxProcess": "grainlite.sampling.sharding",
+    "ShardOptions": "grainlite.sampling.sharding",
+    "remove_stale_segments": "grainlite.shm",
+    "SharedMemoryArray": "grainlite.shm.array",
+    "ArrayRecordDataSource": "grainlite.sources.array_record",
+    "InMemoryDataSource": "grainlite.sources.in_memory",
+    "SharedMemoryDataSource": "grainlite.sources.in_memory",
+    "RandomAccessDataSource": "grainlite.sources.protocol",
+    "RangeDataSource": "grainlite.sources.range",
+    "FilterTransform": "grainlite.transforms.base",
+    "FlatMapTransform": "grainlite.transforms.base",
+    "MapTransform": "grainlite.transforms.base",
+    "MapWithIndexTransform": "grainlite.transforms.base",
+    "RandomMapTransform": "grainlite.transforms.base",
+    "Transformation": "grainlite.transforms.base",
+    "Transformations": "grainlite.transforms.base",
+    "Batch": "grainlite.transforms.batch",
+    "BatchOperation": "grainlite.transforms.legacy",
+    "FilterOperation": "grainlite.transforms.legacy",
+    "MapOperation": "grainlite.transforms.legacy",
+    "Operation": "grainlite.transforms.legacy",
+    "RandomMapOperation": "grainlite.transforms.legacy",
+    "DatasetSelectionMap": "grainlite.transforms.selection",
+}
 
 # Names that need Orbax: resolved on first use, so `import grainlite` never imports Orbax.
 _CHECKPOINT_NAMES = {
@@ -97,15 +179,26 @@ _CHECKPOINT_NAMES = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _CHECKPOINT_NAMES:
+    value: Any
+    if name in _LAZY_NAMES:
+        module, _, attribute = _LAZY_NAMES[name].partition(":")
+        value = getattr(importlib.import_module(module), attribute or name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"grainlite.{name}")
+    elif name in _CHECKPOINT_NAMES:  # Orbax loads only here
         from grainlite import checkpoint
 
-        return getattr(checkpoint, _CHECKPOINT_NAMES[name])
-    if name == "device_put":  # grainlite.device loads on first use (it imports JAX when called)
-        from grainlite.device import device_put
+        value = getattr(checkpoint, _CHECKPOINT_NAMES[name])
+    elif name == "device_put":  # grainlite.device loads on first use (it imports JAX when called)
+        from grainlite.device import device_put as value
+    else:
+        raise AttributeError(f"module 'grainlite' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return device_put
-    raise AttributeError(f"module 'grainlite' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [

@@ -22,8 +22,15 @@ grainlite adds one option of its own (Grain has no such option):
   pipeline that really decodes on a GPU in its workers. The value lives in the environment
   variable ``GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS`` (``0`` means ``False``), which works too.
 
-and one more:
+and two more:
 
+* ``first_element_in_parent`` (default ``True``): with ``worker_count > 0``, the first element an
+  iterator gives out is made in the calling process while the worker processes start, and the
+  worker whose turn it was takes over right after it; the elements, their order and the states
+  are the same either way. So the first batch comes as fast as with ``worker_count=0``, instead
+  of after a worker interpreter has started. ``False`` makes every element in a worker: for
+  transforms that must never run in the training process (they may crash or hang it, or take
+  an accelerator there).
 * ``worker_timeout_s`` (default ``None``): how long ``next()`` waits for a worker that sends
   nothing before it raises :class:`~grainlite.WorkerTimeoutError` naming the worker, its pid and
   where it stands in the stream (``None``: wait as long as it takes). Whatever the value, a worker
@@ -52,6 +59,7 @@ HIDE_ACCELERATORS_ENV = "GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS"
 _HIDE_ACCELERATORS = "hide_accelerators_in_workers"
 _FALSE_WORDS = ("0", "false", "no", "off")
 _WORKER_TIMEOUT = "worker_timeout_s"
+_FIRST_IN_PARENT = "first_element_in_parent"
 STALL_WARNING_S = 60.0
 """After this long without a message from a worker, the parent logs which one and where."""
 
@@ -89,12 +97,12 @@ def update(name: str, value: Any) -> None:
     """Sets option ``name`` to ``value``, as ``grain.config.update`` does.
 
     Raises:
-      GrainliteValueError: ``name`` is not one of Grain's options (or grainlite's two),
+      GrainliteValueError: ``name`` is not one of Grain's options (or grainlite's three),
         ``worker_timeout_s`` is not a positive number or None, ``py_traceback_filtering``
         gets a value Grain does not know, or an option grainlite does not implement gets a value
         other than Grain's default.
-      GrainliteTypeError: ``py_debug_mode`` or ``hide_accelerators_in_workers`` gets something
-        other than a bool.
+      GrainliteTypeError: ``py_debug_mode``, ``hide_accelerators_in_workers`` or
+        ``first_element_in_parent`` gets something other than a bool.
     """
     if name == _HIDE_ACCELERATORS:
         if not isinstance(value, bool):
@@ -103,6 +111,14 @@ def update(name: str, value: Any) -> None:
                 f"{type(value).__name__}); pass False to let worker processes see accelerators."
             )
         os.environ[HIDE_ACCELERATORS_ENV] = "1" if value else "0"  # nested workers inherit it
+        return
+    if name == _FIRST_IN_PARENT:
+        if not isinstance(value, bool):
+            raise GrainliteTypeError(
+                f"grain.config option {_FIRST_IN_PARENT} must be a bool (got {value!r} of type "
+                f"{type(value).__name__}); pass False to make every element in a worker process."
+            )
+        _stored[name] = value
         return
     if name == _WORKER_TIMEOUT:
         if value is not None and (
@@ -149,6 +165,8 @@ def get_or_default(name: str) -> Any:
         return raw not in _FALSE_WORDS
     if name == _WORKER_TIMEOUT:
         return _stored.get(name)
+    if name == _FIRST_IN_PARENT:
+        return _stored.get(name, True)
     if name not in _DEFAULTS:
         raise _unknown(name)
     if name == "py_traceback_filtering":
@@ -160,7 +178,7 @@ def get_or_default(name: str) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in _DEFAULTS or name in (_HIDE_ACCELERATORS, _WORKER_TIMEOUT):
+    if name in _DEFAULTS or name in (_HIDE_ACCELERATORS, _WORKER_TIMEOUT, _FIRST_IN_PARENT):
         return get_or_default(name)
     raise AttributeError(f"module 'grainlite.config' has no attribute {name!r}")
 

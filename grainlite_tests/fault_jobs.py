@@ -173,6 +173,108 @@ def interrupted(workers: int, delay: float) -> None:
     _report(interrupted=False, count=count)
 
 
+def _live_children() -> list[int]:
+    """Pids of this process's live (not zombie) children."""
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    if examples not in sys.path:
+        sys.path.insert(0, examples)
+    from leak_check import live_children
+
+    return sorted(live_children())
+
+
+def many_loaders(count: int, rounds: int) -> None:
+    """``rounds`` times: ``count`` loaders with 2 workers each alive at once, read, then closed.
+
+    Reports, for every round, the workers alive while the loaders were open, those still alive
+    after close (waited for up to 5 s), the open file descriptors and this process's segments
+    after close.
+    """
+    from grainlite import shm
+
+    started = time.monotonic()
+    report = []
+    for _ in range(rounds):
+        loaders = [
+            grain.DataLoader(
+                data_source=grain.RangeDataSource(0, 40, 1), sampler=_sampler(40), worker_count=2
+            )
+            for _ in range(count)
+        ]
+        iterators = [iter(loader) for loader in loaders]
+        firsts = [next(iterator) for iterator in iterators]
+        workers = _live_children()
+        for iterator in iterators:
+            iterator.close()
+        deadline = time.monotonic() + 5
+        while _live_children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        mine = [name for name in shm.list_segments() if shm.owner_pid(name) == os.getpid()]
+        report.append(
+            {
+                "firsts": firsts,
+                "workers": workers,
+                "left": _live_children(),
+                "fds": len(os.listdir("/proc/self/fd")),
+                "segments": mine,
+            }
+        )
+    _report(rounds=report, pid=os.getpid(), seconds=time.monotonic() - started)
+
+
+class HugeSource:
+    """2**40 records, made on demand: record ``key`` is ``key``."""
+
+    def __len__(self) -> int:
+        return 2**40
+
+    def __getitem__(self, key: int) -> int:
+        return key
+
+
+def _peak_rss_mb(who: int) -> float:
+    import resource
+
+    return resource.getrusage(who).ru_maxrss / 1024  # Linux reports kilobytes
+
+
+def huge_shuffle(workers: int) -> None:
+    """The first elements of 2**40 shuffled records; reports time and peak memory growth.
+
+    A shuffled loader of 1,000 records is read first, so the imports, the workers' start and
+    their buffers are in the baseline; the growth is what 2**40 records add. Each worker makes
+    two elements (the parent may make the first). Workers' peaks are read from
+    RUSAGE_CHILDREN once they are closed and reaped.
+    """
+    import resource
+
+    def first(n: int, source: Any) -> tuple[Any, float]:
+        shuffled = grain.IndexSampler(n, grain.NoSharding(), shuffle=True, num_epochs=1, seed=0)
+        loader = grain.DataLoader(data_source=source, sampler=shuffled, worker_count=workers)
+        started = time.monotonic()
+        with iter(loader) as iterator:
+            element = next(iterator)
+            seconds = time.monotonic() - started
+            for _ in range(2 * workers):
+                next(iterator)
+        deadline = time.monotonic() + 5
+        while _live_children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return (element, shuffled[0].record_key), seconds
+
+    first(1000, list(range(1000)))
+    parent, children = _peak_rss_mb(resource.RUSAGE_SELF), _peak_rss_mb(resource.RUSAGE_CHILDREN)
+    (element, expected), seconds = first(2**40, HugeSource())
+    _report(
+        element=element,
+        expected=expected,
+        seconds=seconds,
+        parent_mb=_peak_rss_mb(resource.RUSAGE_SELF) - parent,
+        workers_mb=_peak_rss_mb(resource.RUSAGE_CHILDREN) - children,
+        baseline_mb=[parent, children],
+    )
+
+
 def main(argv: list[str]) -> None:
     """Runs the job named by ``argv[0]`` with its arguments."""
     job, *args = argv
@@ -188,6 +290,10 @@ def main(argv: list[str]) -> None:
         fork_then_exit(int(args[0]))
     elif job == "serve_forever":
         serve_forever(int(args[0]))
+    elif job == "many_loaders":
+        many_loaders(int(args[0]), int(args[1]))
+    elif job == "huge_shuffle":
+        huge_shuffle(int(args[0]))
     else:
         raise SystemExit(f"unknown job {job!r}")
 

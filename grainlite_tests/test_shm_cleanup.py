@@ -163,6 +163,7 @@ def _as_nobody(code: str) -> str:
     """
     become = (
         "import argparse, gettext, locale, os, shutil, grainlite, grainlite.__main__\n"
+        "import grainlite.shm, grainlite.tools.cleanup_command  # grainlite imports lazily\n"
         f"os.setgroups([]); os.setgid({NOBODY}); os.setuid({NOBODY})\n"
     )
     result = subprocess.run(

@@ -145,8 +145,8 @@ def test_without_proc_the_identity_is_random_never_a_hash_and_inherited_by_child
 def test_without_proc_mounted_grainlite_still_names_segments_and_runs_workers():
     code = (
         "import os, grainlite as grain\n"
-        "inherited = os.environ.get('_GRAINLITE_SHM_IDENTITY')  # set by the import alone\n"
         "from grainlite import shm\n"
+        "inherited = os.environ.get('_GRAINLITE_SHM_IDENTITY')  # set by importing shm alone\n"
         "from grainlite.shm import names\n"
         "print(names.identity(), inherited)\n"
         "source = grain.InMemoryDataSource([1, 2, 3])\n"

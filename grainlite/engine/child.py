@@ -21,8 +21,6 @@ import sys
 import threading
 from typing import Any, NoReturn
 
-import cloudpickle
-
 from grainlite.engine import transport
 from grainlite.engine.channel import Channel
 from grainlite.engine.protocol import (
@@ -38,9 +36,8 @@ from grainlite.engine.protocol import (
     Stop,
     ToWorker,
 )
-from grainlite.engine.remote_errors import report
+from grainlite.engine.remote_errors import exit_in_pipeline_error, report
 from grainlite.engine.transport import SlabPool
-from grainlite.errors import GrainliteRuntimeError
 from grainlite.loader.failures import FailedElement
 from grainlite.stats.counters import WorkerCounters, clock
 
@@ -96,8 +93,13 @@ class _Worker:
         os._exit(code)
 
     # Producing -------------------------------------------------------------------------------
-    def run(self, pipeline: Any, worker: int, workers: int, state: Any) -> None:
+    def run(self, pipeline: Any, worker: int, workers: int, state: Any, deferred: bool) -> None:
         assert self.pool is not None
+        if deferred:  # the parent makes the element before ours: wait for the state after it
+            while self.restart is None:
+                self.receive()
+            self.generation, state, self.credits = self.restart
+            self.restart = None
         allocate = self.pool.allocate if pipeline.batches_last else None
         make_stats = getattr(pipeline, "make_stats", None)
         stats = self.counters.pipeline = make_stats() if make_stats is not None else None
@@ -197,22 +199,6 @@ class _Worker:
         self.send(End(self.generation))
 
 
-def exit_in_pipeline_error(error: BaseException, worker: int) -> GrainliteRuntimeError:
-    """The error for a pipeline that tried to end its worker process (``sys.exit()``, ...).
-
-    A worker cannot exit on its own: the parent would only see a process gone with no reason.
-    The exception is reported instead, with the worker's traceback, and the stream ends.
-    """
-    failure = GrainliteRuntimeError(
-        f"The pipeline raised {type(error).__name__}({', '.join(map(repr, error.args))}) in "
-        f"worker {worker}: code in a transform or a data source called sys.exit() or raised a "
-        f"BaseException, which would end the worker process. Raise an ordinary exception there "
-        f"instead (the traceback of the call is attached)."
-    )
-    failure.__cause__ = error
-    return failure
-
-
 def _watch_parent(worker: _Worker, parent: int) -> None:
     """Ends the process if the parent dies while the main thread is busy in a transform."""
     event = threading.Event()
@@ -238,12 +224,13 @@ def main() -> None:
     worker.credits = worker.counters.buffer = init.credits
     worker.pool = SlabPool(init.tag, init.owner_pid)
     try:
-        pipeline = cloudpickle.loads(init.pipeline)
+        # cloudpickle's output is plain pickle: loading it imports cloudpickle only if it must.
+        pipeline = pickle.loads(init.pipeline)
     except Exception as error:
         worker.send(report(error, 0, None))
         while True:
             worker.receive()
-    worker.run(pipeline, init.worker, init.workers, init.state)
+    worker.run(pipeline, init.worker, init.workers, init.state, init.deferred)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,10 @@ class ProcessGroup:
                     pass_fds=(child_end.fileno(),),
                     env=env,
                     stdin=subprocess.DEVNULL,
+                    # Its own process group: a Ctrl-C at the terminal (or a notebook kernel's
+                    # interrupt) reaches only the parent, which stops the workers; a worker still
+                    # importing would otherwise die with a KeyboardInterrupt traceback.
+                    process_group=0,
                 )
             except BaseException as error:
                 parent_end.close()

@@ -14,8 +14,6 @@ import signal
 import traceback
 from typing import Any
 
-import cloudpickle
-
 from grainlite.engine.protocol import ErrorReport
 from grainlite.errors import GrainliteRuntimeError, WorkerDiedError
 from grainlite.loader.failures import hide_internal_frames
@@ -39,6 +37,8 @@ def report(error: BaseException, generation: int, state: Any) -> ErrorReport:
     summary.__notes__ = None  # the notes travel on the exception itself, printed once there
     text = "".join(summary.format()).rstrip("\n")
     payload: bytes | None
+    import cloudpickle  # here, not at import: a worker's start-up does without it
+
     try:
         payload = cloudpickle.dumps(error)
         pickle.loads(payload)  # an exception that cannot be rebuilt travels as text only
@@ -91,3 +91,19 @@ def worker_died(worker: int, pid: int, code: int | None) -> WorkerDiedError:
         f"the output above for the cause; a kill by SIGKILL is often the out-of-memory killer: "
         f"lower worker_count, worker_buffer_size or the batch size."
     )
+
+
+def exit_in_pipeline_error(error: BaseException, worker: int) -> GrainliteRuntimeError:
+    """The error for a pipeline that tried to end its worker process (``sys.exit()``, ...).
+
+    A worker cannot exit on its own: the parent would only see a process gone with no reason.
+    The exception is reported instead, with the worker's traceback, and the stream ends.
+    """
+    failure = GrainliteRuntimeError(
+        f"The pipeline raised {type(error).__name__}({', '.join(map(repr, error.args))}) in "
+        f"worker {worker}: code in a transform or a data source called sys.exit() or raised a "
+        f"BaseException, which would end the worker process. Raise an ordinary exception there "
+        f"instead (the traceback of the call is attached)."
+    )
+    failure.__cause__ = error
+    return failure

@@ -268,6 +268,26 @@ class _MainByName(pickle.Pickler):
         return NotImplemented
 
 
+def check_sendable(element: Any) -> None:
+    """Raises what a worker would report if ``element`` could not be sent to the parent.
+
+    For an element made in the parent (the head start, :mod:`grainlite.engine.head_start`): it
+    crosses no process, yet it obeys the rule every other element of a worker stream obeys. Only
+    what a worker would pickle is pickled here (arrays bound for shared memory are left out), so
+    the check costs little.
+    """
+    from grainlite.shm.array import SharedMemoryArray  # pickling one hands its name out: skip
+
+    skeleton = map_leaves_keeping_order(
+        lambda leaf: None if _shareable(leaf) or isinstance(leaf, SharedMemoryArray) else leaf,
+        element,
+    )
+    try:
+        dumps(skeleton)
+    except Exception as error:
+        raise unsendable_element_error(element, error) from error
+
+
 def unsendable_element_error(element: Any, error: BaseException) -> GrainliteTypeError:
     """The error for an element that :func:`dumps` could not pickle: which part, its type, why.
 

@@ -12,6 +12,7 @@ Once an element from a later record is delivered, the state is a plain position 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from grainlite.loader.failures import FailedElement
 from grainlite.loader.holes import Plan, Resuming, armed_push, wrap
 from grainlite.loader.options import ReadOptions
 from grainlite.loader.reader import RecordReader
+from grainlite.loader.runs import MappedRuns
 from grainlite.loader.stages import Allocator, Held, Steps, build_chain, initial_state
 from grainlite.loader.striding import WorkerSlice
 from grainlite.stats.chain import ChainTimer, operation_names
@@ -81,6 +83,47 @@ class Pipeline:
     shard_index: int
     shard_count: int
     read_options: ReadOptions
+
+    @property
+    def runs_in_parent(self) -> bool:
+        """True when the parent may make the first element while the workers start (see
+        :mod:`grainlite.engine.head_start`): :meth:`iterate` leaves this object as it was, and a
+        worker resumes exactly after any element from its state. Not with a custom operation
+        (Grain's ``Operation``): its state does not hold what it buffers between elements."""
+        return all(kind != "operation" for kind, _ in self.steps)
+
+    def copy_for_parent(self) -> Pipeline:
+        """A copy to make the head start with (:mod:`grainlite.engine.head_start`).
+
+        The transforms, the sampler and any source grainlite does not know are copied the way a
+        worker gets them (cloudpickled), so the user's objects are never run in this process: a
+        transform or source that opens a file or a lock on first use would otherwise hold it
+        here, and fail to pickle for the next iterator's workers. Plain containers and
+        grainlite's own sources (which keep no such state) are shared, not copied.
+        """
+        import cloudpickle
+
+        from grainlite.sources.array_record import ArrayRecordDataSource
+        from grainlite.sources.in_memory import InMemoryDataSource
+        from grainlite.sources.range import RangeDataSource
+
+        shared = (list, tuple, range, ArrayRecordDataSource, InMemoryDataSource, RangeDataSource)
+        keep = type(self.source) in shared
+        source, sampler, steps = cloudpickle.loads(
+            cloudpickle.dumps((None if keep else self.source, self.sampler, self.steps))
+        )
+        return dataclasses.replace(
+            self, source=self.source if keep else source, sampler=sampler, steps=steps
+        )
+
+    def release_readers(self) -> None:
+        """Closes the files this process opened for reading, where the source can reopen them
+        on its next read (grainlite's ArrayRecordDataSource): after a head start, the parent
+        keeps no reader (and its index in memory) that only the workers will use."""
+        from grainlite.sources.array_record import ArrayRecordDataSource
+
+        if type(self.source) is ArrayRecordDataSource:
+            self.source.close()
 
     @property
     def operations(self) -> tuple[Any, ...]:
@@ -170,11 +213,51 @@ class Pipeline:
         if plan is not None and plan.skips:  # holes with FlatMap skips: every push arms them
             push, sample_at = armed_push(push, head, plan), None  # (so none is timed)
         delivered: Any = start  # the state of the last element given out
+        runs = MappedRuns.of(head) if plan is None and not skipped else None
+
+        def deliver(count: int) -> Generator[tuple[Any, Any], None, None]:
+            """Gives out what reached the sink by position ``count``, with the states the module
+            doc describes."""
+            nonlocal delivered
+            timer.position = count
+            for element, state in out:
+                if element.__class__ is FailedElement:
+                    self._name_record(element.error, worker_slice, count - 1)
+                if state.__class__ is Held or skipped:
+                    entry = (count - 1, state.state) if state.__class__ is Held else None
+                    if entry in skipped:
+                        continue  # delivered before the state this run started from
+                    state = _final_state(state, entry, skipped, delivered)
+                delivered = state.state if state.__class__ is Skipping else state
+                if plan is not None:
+                    state = wrap(plan, state)
+                yield element, state
+            out.clear()
+
         try:
             # Elements leave as soon as they are made: the first one is not held back by the
             # rest of its chunk, and an error raised by a record arrives after every element
             # made before it.
             for rngs, data in reader:
+                if runs is not None:  # Map -> Batch: the records of a batch in one run
+                    i, n = 0, len(data)
+                    while i < n:
+                        take = runs.room(n - i, (sample_at or 0) - count - 1)
+                        if take:
+                            used = runs.run(data, rngs, i, take, count)
+                            count += used
+                            i += used
+                        else:
+                            value, rng = data[i], None if rngs is None else rngs[i]
+                            i += 1
+                            count += 1
+                            if count == sample_at:
+                                sample_at = timed_push(value, rng, count)
+                            else:
+                                push(value, rng, count)
+                        if out:
+                            yield from deliver(count)
+                    continue
                 for value, rng in zip(data, _NO_RNGS if rngs is None else rngs):
                     count += 1
                     if count == sample_at:  # a sample is timed (grainlite.stats.chain)
@@ -182,22 +265,7 @@ class Pipeline:
                     else:
                         push(value, rng, count)
                     if out:
-                        timer.position = count
-                        for element, state in out:
-                            if element.__class__ is FailedElement:
-                                self._name_record(element.error, worker_slice, count - 1)
-                            if state.__class__ is Held or skipped:
-                                entry = (
-                                    (count - 1, state.state) if state.__class__ is Held else None
-                                )
-                                if entry in skipped:
-                                    continue  # delivered before the state this run started from
-                                state = _final_state(state, entry, skipped, delivered)
-                            delivered = state.state if state.__class__ is Skipping else state
-                            if plan is not None:
-                                state = wrap(plan, state)
-                            yield element, state
-                        out.clear()
+                        yield from deliver(count)
             head.flush(count)
             timer.position = count
             for element, state in out:

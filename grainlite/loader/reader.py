@@ -22,6 +22,8 @@ Stats: each chunk's read (or, with reader threads, the wait for it) is timed int
 from __future__ import annotations
 
 import collections
+import re
+import statistics  # np.median's first call imports more of NumPy: ~30 ms of a start
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.errors import CorruptedDataError
 from grainlite.loader.options import ReadOptions
 from grainlite.loader.striding import WorkerSlice
 from grainlite.stats.counters import StageCounter, clock
@@ -66,7 +69,11 @@ def _make_chunk_reader(
                 return list(getitems(listed))
             except Exception as error:
                 raise _named(error, source, listed, source_len) from None
-        data = []
+        try:
+            return list(map(getitem, listed))
+        except Exception:
+            pass
+        data = []  # again one by one, to name the record that fails
         for key in listed:
             try:
                 data.append(getitem(key))
@@ -103,10 +110,33 @@ def _make_chunk_reader(
     return read_custom
 
 
+# array_record's error when a file of the source is gone (e.g. a TFDS shard deleted or not copied).
+_MISSING_FILE = re.compile(r"open\(\) failed: No such file or directory; opening (\S+)")
+
+
 def _named(error: Exception, source: Any, keys: list[int], source_len: int) -> Exception:
-    """``error`` with a note naming the record(s) the source failed on and the usual fix."""
+    """``error`` with a note naming the record(s) the source failed on and the usual fix.
+
+    A file of the source that does not exist becomes a CorruptedDataError (a RuntimeError, as
+    array_record raises) naming the file, the first record in it and what to do.
+    """
+    missing = _MISSING_FILE.search(str(error)) if isinstance(error, RuntimeError) else None
+    if missing and len(keys) > 1:  # a chunk failed: name its first record in the missing file
+        for key in keys:
+            try:
+                source[key]
+            except RuntimeError:
+                keys = [key]
+                break
     what = f"record key {keys[0]}" if len(keys) == 1 else f"record keys {keys[0]}..{keys[-1]}"
     note = f"grainlite: the data source {type(source).__name__} failed reading {what}"
+    if missing:
+        return CorruptedDataError(
+            f"The data source {type(source).__name__} failed reading {what}: its file "
+            f"{missing[1]!r} does not exist ({error}). A dataset copied or "
+            f"prepared only in part lacks files: copy it again, or rebuild it (TFDS: delete its "
+            f"version folder and run download_and_prepare again)."
+        )
     if isinstance(error, IndexError):
         note += (
             f"; its len() is {source_len}: if __getitem__ serves fewer records, fix __len__ (the "
@@ -168,8 +198,8 @@ class RecordReader:
         counter = self._counter
         while self._next < self._stop:
             if timing and len(per_record) >= _CHUNKS_TO_TIME:
-                slow = float(np.median(per_record)) > _THREADED_READ_S * 1e9
-                if slow and float(np.median(shares)) > _THREADED_READ_SHARE:
+                slow = statistics.median(per_record) > _THREADED_READ_S * 1e9
+                if slow and statistics.median(shares) > _THREADED_READ_SHARE:
                     return  # reads are slow and a large part of the work: hand over to threads
                 timing = False  # stay in this thread for good
             m1 = min(self._stop, self._next + size)

@@ -30,6 +30,7 @@ from grainlite.loader.failures import FailedElement, describe_operation, fail
 from grainlite.sampling.records import Record, RecordMetadata
 from grainlite.transforms.base import Kind
 from grainlite.transforms.batch import make_batch
+from grainlite.transforms.batch_rows import BatchRows
 from grainlite.transforms.custom_operation import OperationRunner, custom_output
 from grainlite.transforms.legacy import BatchOperation, stack_or_type_error
 
@@ -123,30 +124,57 @@ class FilterStage(_Stage):
 
 
 class BatchStage(_Stage):
-    __slots__ = ("allocate", "batches", "buffer", "drop_remainder", "fn", "last_rng", "size")
+    __slots__ = (
+        "allocate", "batches", "buffer", "drop_remainder", "fn", "last_rng", "rows", "size",
+    )  # fmt: skip
     allocate: Allocator | None
     batches: int  # batches made (counted for stats)
     buffer: list[Any]
     drop_remainder: bool
     fn: Callable[[list[Any]], Any] | None
     last_rng: Any
+    rows: BatchRows | None  # the batch being filled row by row (large elements), or None
     size: int
 
     def push(self, data: Any, rng: Any, state: Any) -> None:
-        buffer = self.buffer
         if data.__class__ is FailedElement:  # goes on alone; the batch keeps filling after it
-            if buffer and state.__class__ is not Held:
+            if self.rows is not None:
+                # A worker gives back the memory of what it allocated when a failure passes.
+                self._stack_later(copy=True)
+            if self.buffer and state.__class__ is not Held:
                 state = Held(state)
             self.next.push(data, rng, state)
             return
+        rows = self.rows
+        if rows is not None:
+            if rows.add(data):
+                if rows.count == self.size:
+                    self.rows = None
+                    self.batches += 1
+                    self.next.push(rows.batch(), rng, state)
+                else:
+                    self.last_rng = rng
+                return
+            self._stack_later(copy=False)
+        buffer = self.buffer
+        if not buffer and self.fn is None and self.size > 1:
+            self.rows = BatchRows.start(data, self.size, self.allocate)
+            if self.rows is not None:
+                self.last_rng = rng
+                return
         buffer.append(data)
         if len(buffer) == self.size:
             self.buffer = []
-            self.next.push(self._stack(buffer), rng, state)
+            self.next.push(self.stack(buffer), rng, state)
         else:
             self.last_rng = rng
 
-    def _stack(self, values: list[Any]) -> Any:
+    def _stack_later(self, copy: bool) -> None:
+        """Hands the rows filled so far back as elements, to be stacked the usual way."""
+        assert self.rows is not None
+        self.buffer, self.rows = self.rows.elements(copy), None
+
+    def stack(self, values: list[Any]) -> Any:
         self.batches += 1
         try:
             if self.fn is not None:
@@ -156,9 +184,13 @@ class BatchStage(_Stage):
             return fail(error, self.name)
 
     def flush(self, state: Any) -> None:
-        if self.buffer and not self.drop_remainder:
+        rows, self.rows = self.rows, None
+        if rows is not None and not self.drop_remainder:
+            self.batches += 1
+            self.next.push(rows.batch(), self.last_rng, state)
+        elif self.buffer and not self.drop_remainder:
             values, self.buffer = self.buffer, []
-            self.next.push(self._stack(values), self.last_rng, state)
+            self.next.push(self.stack(values), self.last_rng, state)
         self.buffer = []
         self.next.flush(state)
 
@@ -306,7 +338,7 @@ def build_chain(
                 op.drop_remainder,
                 op.batch_fn,
             )
-            stage.buffer, stage.last_rng, stage.batches = [], None, 0
+            stage.buffer, stage.last_rng, stage.batches, stage.rows = [], None, 0, None
             last = position == len(steps) - 1
             stage.allocate = allocate if last else None
             if stage.fn is None and isinstance(op, BatchOperation):  # TypeError on a mismatch

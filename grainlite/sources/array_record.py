@@ -88,7 +88,7 @@ class ArrayRecordDataSource:
         options.update(_check_reader_options(reader_options))
         self._options = ",".join(f"{key}:{value}" for key, value in options.items())
         entries = _as_entries(paths)
-        self._files = _resolve(entries, self._options)
+        self._files, kept_reader = _resolve(entries, self._options)
         self._paths = [file.path for file in self._files]
         self._ends = list(np.cumsum([file.end - file.start for file in self._files]).tolist())
         self._len = self._ends[-1]
@@ -101,6 +101,7 @@ class ArrayRecordDataSource:
             digest.update(path.encode())
         self._repr = f"ArrayRecordDataSource(hash_of_paths={digest.hexdigest()})"
         self._state = _ProcessReaders(len(self._files))
+        self._state.readers[0] = kept_reader  # None when there are several files
 
     @property
     def paths(self) -> list[str]:
@@ -339,15 +340,22 @@ def _open_error(path: str, message: str) -> Exception:
     )
 
 
-def _inspect(entry: tuple[str, int | None, int | None], options: str) -> tuple[_File, str]:
-    """The records to read from one path, and the options its file was written with."""
+def _inspect(
+    entry: tuple[str, int | None, int | None], options: str, keep: bool = False
+) -> tuple[_File, str, Any]:
+    """The records to read from one path, the options its file was written with, and its open
+    reader if ``keep`` (else None)."""
     path, start, end = entry
     reader = _open(path, options)
     try:
         count = reader.num_records()
         written_with = reader.writer_options_string() or ""
-    finally:
+    except BaseException:
         reader.close()
+        raise
+    if not keep:
+        reader.close()
+        reader = None
     start = 0 if start is None else start
     end = count if end is None else end
     if not 0 <= start <= end <= count:
@@ -355,17 +363,23 @@ def _inspect(entry: tuple[str, int | None, int | None], options: str) -> tuple[_
             f"ArrayRecordDataSource slice [{start}:{end}] of {path!r} runs past its {count} "
             f"records; pass bounds with 0 <= start <= end <= {count}."
         )
-    return _File(path, start, end, count), written_with
+    return _File(path, start, end, count), written_with, reader
 
 
-def _resolve(entries: list[tuple[str, int | None, int | None]], options: str) -> list[_File]:
-    """Opens every file once (in parallel when there are several) to count and check it."""
+def _resolve(
+    entries: list[tuple[str, int | None, int | None]], options: str
+) -> tuple[list[_File], Any]:
+    """Opens every file once (in parallel when there are several) to count and check it.
+
+    Returns the files and, for a single file, its reader, kept open: opening a large file reads
+    its index, which the first read in this process would otherwise pay again.
+    """
     if len(entries) == 1:
-        results = [_inspect(entries[0], options)]
+        results = [_inspect(entries[0], options, keep=True)]
     else:
         with ThreadPoolExecutor(min(16, len(entries))) as pool:
             results = list(pool.map(lambda entry: _inspect(entry, options), entries))
-    for file, written_with in results:
+    for file, written_with, _ in results:
         group_size = re.search(r"group_size:(\d+)", written_with)
         if group_size and group_size[1] != "1":
             warnings.warn(
@@ -374,4 +388,4 @@ def _resolve(entries: list[tuple[str, int | None, int | None]], options: str) ->
                 f"ArrayRecordWriter(path, 'group_size:1') for fast random access.",
                 stacklevel=4,
             )
-    return [file for file, _ in results]
+    return [file for file, _, _ in results], results[0][2]

@@ -79,6 +79,11 @@ class Stats:
       api: ``"loader"`` (a DataLoader) or ``"dataset"`` (a Dataset API iterator): how the
         diagnosis spells the options.
       notes: extra lines for the table.
+      start_up_seconds: seconds from the first ``next()`` until the stream was warm: until the
+        first element made by a worker process arrived. With the head start
+        (:mod:`grainlite.engine.head_start`) the first element comes before that, and the
+        workers' start-up is waited out by the next ``next()``. None: the same as
+        ``time_to_first_element``.
     """
 
     stages: list[StageStats]
@@ -91,13 +96,14 @@ class Stats:
     usable_cpus: int
     api: str = "loader"
     notes: list[str] = field(default_factory=list)
+    start_up_seconds: float | None = None
 
     @property
     def wait_share(self) -> float:
-        """The share of the time after the first element that the consumer spent waiting for
-        data (start-up, worker processes included, is left out of both: it is
-        ``time_to_first_element``)."""
-        first = self.time_to_first_element or 0.0
+        """The share of the time after start-up that the consumer spent waiting for data
+        (start-up, worker processes included, is left out of both: it is
+        ``start_up_seconds``, or ``time_to_first_element``)."""
+        first = self.start_up_seconds or self.time_to_first_element or 0.0
         after = self.wall_seconds - first
         return max(0.0, self.wait_seconds - first) / after if after > 0 else 0.0
 
@@ -168,7 +174,7 @@ def build(
     workers = list(parent.workers.values())
     if parent.worker_count and workers:
         worker_time = sum(w["wall"] for w in workers)
-        stages = merge_stages([w["stages"] for w in workers])
+        stages = merge_stages([w["stages"] for w in workers] + [parent.parent_stages])
         sent = sum(w["sent"] for w in workers)
         stages.append(
             {
@@ -227,4 +233,5 @@ def build(
         buffer=buffer,
         usable_cpus=usable_cpus,
         api=api,
+        start_up_seconds=parent.warm_seconds(),
     )

@@ -33,13 +33,25 @@ def header(stats: Stats) -> str:
     first_text = (
         "no element yet"
         if first is None
-        else f"first element after {duration(first)}"
-        + (" (worker start-up included)" if stats.worker_count else "")
+        else f"first element after {duration(first)}" + _start_up(stats)
     )
     return (
         f"grainlite stats: {processes}, wall {duration(stats.wall_seconds)}, "
         f"{stats.elements_delivered} element(s) delivered, {first_text}"
     )
+
+
+def _start_up(stats: Stats) -> str:
+    """How worker start-up shows in the header: in the first element, or after it (head start)."""
+    if not stats.worker_count:
+        return ""
+    warm = stats.start_up_seconds
+    first = stats.time_to_first_element or 0.0
+    if warm is None:
+        return " (made in this process; none from a worker yet)"
+    if warm <= first:
+        return " (worker start-up included)"
+    return f" (made in this process), first from a worker after {duration(warm)}"
 
 
 def render(stats: Stats) -> str:
@@ -80,9 +92,7 @@ def render(stats: Stats) -> str:
             else ""
         )
     )
-    lines.append(
-        f"the consumer waited for data {stats.wait_share:.1%} of the time after the first element"
-    )
+    lines.append(f"the consumer waited for data {stats.wait_share:.1%} of the time after start-up")
     lines.extend(stats.notes)
     lines.append(f"diagnosis: {stats.diagnosis}")
     return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""Filling a batch row by row: each element is copied into its row as it arrives.
+
+Stacking at the end (:func:`~grainlite.transforms.batch.make_batch`) needs every element of the
+batch alive at once, and then the batch beside them: twice the batch in memory. For large elements
+(decoded images) that is tens of megabytes per process. :class:`BatchRows` allocates the batch
+when its first element comes (in shared memory, in a worker whose Batch is last) and copies each
+element into its row at once, so the element can be freed right away.
+
+It takes only the common case, where the result is exactly ``make_batch``'s: elements that are a
+plain ``np.ndarray`` or a ``dict`` of arrays and numeric scalars (NumPy's, or Python's ``bool``,
+``int``, ``float``, ``complex``), every leaf of the type, dtype and shape of the first element's,
+holding at least :data:`MIN_ELEMENT_BYTES`. Anything else (a different key, dtype or
+shape midway, another leaf type) hands the rows back as elements (:meth:`BatchRows.elements`)
+and the batch is stacked the usual way, errors included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from grainlite.transforms.batch import Allocator
+from grainlite.tree import sorted_keys
+
+MIN_ELEMENT_BYTES = 16 * 1024
+"""Smaller elements are stacked at the end: one copy per element costs more than it saves."""
+
+# Python scalar types and the dtype make_batch gives a batch of them.
+_PYTHON_SCALARS: dict[type, np.dtype] = {
+    bool: np.dtype(np.bool_),
+    int: np.dtype(np.int64),
+    float: np.dtype(np.float64),
+    complex: np.dtype(np.complex128),
+}
+
+
+def _dtype(leaf: Any) -> np.dtype:
+    dtype = _PYTHON_SCALARS.get(type(leaf))
+    return leaf.dtype if dtype is None else dtype
+
+
+def _leaf(kind: type, row: Any, copy: bool) -> Any:
+    """An element's leaf again, from its row: the array (a view or a copy), or the scalar."""
+    if kind is np.ndarray:
+        return row.copy() if copy else row
+    if kind in _PYTHON_SCALARS:
+        return row.item()
+    return kind(row)
+
+
+class BatchRows:
+    """A batch of ``size`` rows being filled; ``count`` rows are written."""
+
+    __slots__ = ("buffers", "count", "keys", "order", "types")
+
+    def __init__(
+        self, keys: list[Any] | None, leaves: list[Any], buffers: list[np.ndarray]
+    ) -> None:
+        self.keys = keys  # None: the elements are arrays, not dicts
+        self.order = None if keys is None else sorted_keys(dict.fromkeys(keys))
+        self.types = [type(leaf) for leaf in leaves]
+        self.buffers = buffers
+        self.count = 0
+
+    @classmethod
+    def start(cls, element: Any, size: int, allocate: Allocator | None) -> BatchRows | None:
+        """A batch of ``size`` rows with ``element`` in row 0, or None if it is not a case
+        this class takes."""
+        if type(element) is np.ndarray:
+            keys, leaves = None, [element]
+        elif type(element) is dict and element:
+            keys, leaves = list(element), list(element.values())
+        else:
+            return None
+        total = 0
+        for leaf in leaves:
+            kind = type(leaf)
+            if kind is np.ndarray:
+                if leaf.dtype.hasobject or leaf.size == 0:
+                    return None
+                total += leaf.nbytes
+            elif kind not in _PYTHON_SCALARS and not (
+                issubclass(kind, np.generic) and leaf.dtype.kind in "biufc"
+            ):
+                return None
+        if total < MIN_ELEMENT_BYTES:
+            return None
+        make = allocate if allocate is not None else np.empty
+        buffers = [make((size, *np.shape(leaf)), _dtype(leaf)) for leaf in leaves]
+        rows = cls(keys, leaves, buffers)
+        rows.add(element)
+        return rows
+
+    def add(self, element: Any) -> bool:
+        """Copies ``element`` into the next row; False (nothing written) if it does not fit."""
+        buffers = self.buffers
+        if self.keys is None:
+            if type(element) is not np.ndarray:
+                return False
+            leaves: Any = (element,)
+        else:
+            if type(element) is not dict or len(element) != len(buffers):
+                return False
+            if list(element) != self.keys:
+                return False
+            leaves = element.values()
+        checks = list(zip(self.types, buffers, leaves, strict=True))
+        for kind, buffer, leaf in checks:
+            if type(leaf) is not kind:
+                return False
+            if kind is np.ndarray and (
+                leaf.dtype != buffer.dtype or leaf.shape != buffer.shape[1:]
+            ):
+                return False
+        row = self.count
+        try:
+            for _, buffer, leaf in checks:
+                buffer[row] = leaf
+        except OverflowError:  # a Python int beyond int64: np.stack decides what it becomes
+            return False
+        self.count = row + 1
+        return True
+
+    def elements(self, copy: bool) -> list[Any]:
+        """The elements written so far, rebuilt from their rows: views of the rows, or copies
+        (when the batch's memory is about to be given back)."""
+        rows = []
+        for row in range(self.count):
+            leaves = [
+                _leaf(kind, buffer[row], copy)
+                for kind, buffer in zip(self.types, self.buffers, strict=True)
+            ]
+            rows.append(
+                leaves[0] if self.keys is None else dict(zip(self.keys, leaves, strict=True))
+            )
+        return rows
+
+    def batch(self) -> Any:
+        """The batch of the rows written: ``make_batch`` of those elements."""
+        count = self.count
+        arrays = [buffer if count == len(buffer) else buffer[:count] for buffer in self.buffers]
+        if self.keys is None:
+            return arrays[0]
+        by_key = dict(zip(self.keys, arrays, strict=True))
+        return {key: by_key[key] for key in self.order or ()}
