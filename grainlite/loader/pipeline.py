@@ -12,6 +12,7 @@ Once an element from a later record is delivered, the state is a plain position 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 from collections.abc import Generator
@@ -95,23 +96,25 @@ class Pipeline:
     def copy_for_parent(self) -> Pipeline:
         """A copy to make the head start with (:mod:`grainlite.engine.head_start`).
 
-        The transforms, the sampler and any source grainlite does not know are copied the way a
-        worker gets them (cloudpickled), so the user's objects are never run in this process: a
-        transform or source that opens a file or a lock on first use would otherwise hold it
-        here, and fail to pickle for the next iterator's workers. Plain containers and
-        grainlite's own sources (which keep no such state) are shared, not copied.
+        The transforms, the sampler and any source grainlite does not know are deep-copied, so
+        the user's objects are never run in this process: a transform or source that opens a
+        file or a lock on first use would otherwise hold it here, and fail to pickle for the next
+        iterator's workers. A deep copy keeps classes and functions themselves (a namedtuple type
+        of the user's script stays that type). Plain containers and grainlite's own sources,
+        which keep no such state, are shared; a pipeline that cannot be copied is used as it is.
         """
-        import cloudpickle
-
         from grainlite.sources.array_record import ArrayRecordDataSource
         from grainlite.sources.in_memory import InMemoryDataSource
         from grainlite.sources.range import RangeDataSource
 
         shared = (list, tuple, range, ArrayRecordDataSource, InMemoryDataSource, RangeDataSource)
         keep = type(self.source) in shared
-        source, sampler, steps = cloudpickle.loads(
-            cloudpickle.dumps((None if keep else self.source, self.sampler, self.steps))
-        )
+        try:
+            source, sampler, steps = copy.deepcopy(
+                (None if keep else self.source, self.sampler, self.steps)
+            )
+        except Exception:
+            return self
         return dataclasses.replace(
             self, source=self.source if keep else source, sampler=sampler, steps=steps
         )
