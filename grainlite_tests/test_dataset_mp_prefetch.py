@@ -256,6 +256,85 @@ def test_a_last_batch_stacks_straight_into_the_workers_shared_memory():
     assert [batch[:, 0].tolist() for batch in batches] == [[0, 1], [2, 3], [4]]
 
 
+def picture(x: int) -> dict[str, Any]:
+    """A 24 KiB element (large enough for rows filled one by one) with a scalar label."""
+    return {"label": np.int32(x), "pixels": np.full((32, 32, 3), x, np.float64) + np.arange(3)}
+
+
+def odd_one_at_seven(x: int) -> dict[str, Any]:
+    element = picture(x)
+    if x == 7:
+        element["pixels"] = element["pixels"][:16]  # cannot be stacked with the others
+    return element
+
+
+def test_a_map_dataset_batch_read_last_fills_rows_in_shared_memory_when_sent():
+    allocated: list[np.ndarray] = []
+
+    def allocate(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        allocated.append(np.empty(shape, dtype))
+        return allocated[-1]
+
+    dataset = MapDataset.range(7).map(picture).batch(3).to_iter_dataset()
+    expected = list(dataset)
+    pipeline = DatasetPipeline(dataset)
+    assert pipeline.batches_last
+    assert not DatasetPipeline(MapDataset.range(7).map(picture).batch(3, batch_fn=list)
+                               .to_iter_dataset()).batches_last  # fmt: skip
+    assert not DatasetPipeline(MapDataset.range(7).map(picture).batch(3).map(times_ten)
+                               .to_iter_dataset()).batches_last  # fmt: skip
+    got = []
+    for batch, _ in pipeline.iterate(1, 2, None, allocate):  # worker 1 of 2: batches 1
+        got.append(batch)
+        assert len(allocated) == 2 * len(got)  # both leaves of this batch, allocated just now
+        for name in ("label", "pixels"):
+            assert any(np.shares_memory(batch[name], buffer) for buffer in allocated[-2:])
+    assert [to_plain(b) for b in got] == [to_plain(expected[1])]
+    assert list(got[0]) == list(expected[1]) == ["label", "pixels"]
+    assert got[0]["label"].dtype == expected[1]["label"].dtype
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_batches_filled_in_the_workers_equal_stacking_and_fail_alike(workers):
+    good = MapDataset.range(11).shuffle(seed=3).map(picture).batch(4).to_iter_dataset()
+    expected = [to_plain(batch) for batch in good]
+    assert [to_plain(batch) for batch in good.mp_prefetch(options(workers))] == expected
+    odd = MapDataset.range(11).map(odd_one_at_seven).batch(4).to_iter_dataset()
+    with pytest.raises(ValueError) as in_process:
+        list(odd)
+    iterator = iter(odd.mp_prefetch(options(workers)))
+    with pytest.raises(ValueError) as in_workers:
+        for _ in range(3):
+            next(iterator)
+    iterator.close()
+    assert str(in_workers.value) == str(in_process.value)
+
+
+def picture_and_malloc(x: int) -> dict[str, Any]:
+    """:func:`picture`, with whether this process keeps freed memory (grainlite.engine.malloc)."""
+    from grainlite.engine import malloc
+
+    return {**picture(x), "kept": np.int8(-1 if malloc._kept is None else malloc._kept)}
+
+
+def small_and_malloc(x: int) -> dict[str, Any]:
+    from grainlite.engine import malloc
+
+    return {"x": np.int64(x), "kept": np.int8(-1 if malloc._kept is None else malloc._kept)}
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
+def test_only_workers_that_free_whole_batches_of_large_elements_change_malloc_settings():
+    def kept(transform: Any) -> list[int]:
+        dataset = MapDataset.range(8).map(transform).batch(2).to_iter_dataset()
+        return [int(k) for batch in dataset.mp_prefetch(options(1)) for k in batch["kept"]]
+
+    # From the second batch on (the first is read before any batch is filled), the worker
+    # filling rows keeps freed memory; a worker stacking small elements never asks.
+    assert kept(picture_and_malloc) == [-1, -1] + [1] * 6
+    assert kept(small_and_malloc) == [-1] * 8
+
+
 def test_a_users_source_cannot_be_shared_by_several_workers_as_in_grain():
     with pytest.raises(ValueError, match=r"^Cannot slice `IterDataset` source\. .*CountUp"):
         iter(CountUp(5).mp_prefetch(options(2)))

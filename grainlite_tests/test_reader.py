@@ -6,7 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 import grainlite as grain
+from grainlite.loader import reader as reader_module
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.striding import WorkerSlice
 
@@ -89,3 +92,43 @@ def test_a_worker_reads_exactly_its_slice_through_vectorized_record_keys():
     sampler = grain.IndexSampler(30, grain.NoSharding(), num_epochs=1, seed=3)
     worker = WorkerSlice.of(sampler, shard_index=1, shard_count=2, worker=2, workers=3)
     assert _read_all(sampler, worker) == [sampler[i].record_key for i in (5, 11, 17, 23, 29)]
+
+
+class KeyEcho:
+    """A source whose record is its key; slow enough (50 µs) to move reads to reader threads."""
+
+    def __init__(self, size: int, slow: bool) -> None:
+        self.size, self.slow = size, slow
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: int) -> int:
+        if self.slow:
+            time.sleep(50e-6)
+        return key
+
+
+@pytest.mark.parametrize("threads", [0, 3])
+@pytest.mark.parametrize("start", [0, 1, 4093, 9000])
+def test_keys_and_seeds_computed_ahead_in_blocks_match_the_sampler_at_every_position(
+    threads, start
+):
+    # 20_011 records over 2 workers: each reads past two key blocks (reader._KEY_BLOCK),
+    # from a start inside one, and with threads several chunks are read at once.
+    sampler = grain.IndexSampler(20_011, grain.NoSharding(), shuffle=True, num_epochs=1, seed=9)
+    worker = WorkerSlice.of(sampler, shard_index=0, shard_count=1, worker=1, workers=2)
+    options = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=96)
+    reader = RecordReader(sampler, KeyEcho(20_011, slow=threads > 0), worker, start, options)
+    try:
+        chunks = list(reader)
+    finally:
+        reader.close()
+    positions = range(start, worker.positions())
+    assert [key for _, data in chunks for key in data] == [
+        sampler[worker.index(m)].record_key for m in positions
+    ]
+    assert [seed for seeds, _ in chunks for seed in seeds] == [
+        worker.index(m) + 9 for m in positions
+    ]
+    assert len(positions) > 2 * reader_module._KEY_BLOCK or start > 0

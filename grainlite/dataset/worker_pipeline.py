@@ -22,9 +22,11 @@ import cloudpickle
 
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
+from grainlite.engine.malloc import keep_freed_memory
 from grainlite.loader.failures import FailedElement
 from grainlite.stats.collect import IteratorStats
 from grainlite.transforms.batch import make_batch
+from grainlite.transforms.batch_rows import BatchRows
 
 
 class DatasetPipeline:
@@ -51,12 +53,16 @@ class DatasetPipeline:
 
     @property
     def batches_last(self) -> bool:
-        """True when the last node stacks batches: then they are stacked straight into the
-        worker's shared memory (as the DataLoader's last Batch is), not copied there after."""
+        """True when the last node stacks batches: then they go straight into the worker's
+        shared memory (as the DataLoader's last Batch does), not copied there after. That is an
+        ``IterDataset.batch`` last, or a ``MapDataset.batch`` that ``to_iter_dataset()`` reads
+        last (:class:`_RowsLater`); both with the default batch function."""
         from grainlite.dataset import batching
 
         node = self.dataset
-        return type(node) is batching.BatchIterDataset and vars(node)["_batch_fn"] is batching.stack
+        if type(node) is batching.BatchIterDataset:
+            return vars(node)["_batch_fn"] is batching.stack
+        return _map_batch_read_last(node) is not None
 
     def pickled(self) -> bytes:
         """The pipeline, cloudpickled for the workers (once; the error says what cannot travel)."""
@@ -114,6 +120,8 @@ class DatasetPipeline:
             read_ahead.share_cpus(workers)
             worker_slicing.slice_for_worker(self.dataset, worker, workers, self.sequential)
             self._started = True
+            if allocate is not None:
+                _fill_rows_when_sent(self.dataset)
             if self.worker_init_fn is not None:
                 self.worker_init_fn(worker, workers)
         iterator = self.dataset.__iter__()
@@ -137,10 +145,71 @@ class DatasetPipeline:
                     if state == before:
                         return  # the iterator cannot move past the failure: the share ends
                     continue
+                if element.__class__ is _RowsLater:
+                    element = element.fill(allocate)
                 state = get_state()
                 yield element, state
         finally:
             iterator.close()
+
+
+class _RowsLater:
+    """A ``MapDataset.batch`` batch not stacked yet: its elements are copied into rows of the
+    worker's shared memory when it is sent, not stacked in private memory and copied again.
+
+    Made only for elements :class:`~grainlite.transforms.batch_rows.BatchRows` takes, all of one
+    layout, so the batch equals ``make_batch``'s and filling it cannot fail. A block of batches
+    is read before any of them is sent, so the rows cannot be allocated when the batch is made:
+    the worker's shared memory holds one element in the making at a time.
+    """
+
+    __slots__ = ("elements", "rows")
+
+    def __init__(self, rows: BatchRows, elements: list[Any]) -> None:
+        self.rows, self.elements = rows, elements
+
+    def fill(self, allocate: Callable[..., Any]) -> Any:
+        """The batch, its rows in ``allocate``'s memory."""
+        keep_freed_memory()  # the elements are freed together (see grainlite.engine.malloc)
+        rows, elements = self.rows, self.elements
+        rows.allocate(len(elements), allocate)
+        for element in elements:
+            rows.add(element)
+        return rows.batch()
+
+
+def _stack_later(values: list[Any]) -> Any:
+    """The worker's ``batch_fn`` for a default ``MapDataset.batch`` right under the reader: a
+    :class:`_RowsLater` where rows take the elements, else the stacked batch (errors included)."""
+    from grainlite.dataset import batching
+
+    rows = BatchRows.layout(values[0]) if values else None
+    if rows is not None and rows.takes_all(values[1:]):
+        return _RowsLater(rows, list(values))
+    return batching.stack(values)
+
+
+def _map_batch_read_last(dataset: IterDataset) -> Any:
+    """The default ``MapDataset.batch`` that ``dataset`` (a ``to_iter_dataset()``) reads
+    directly, through slices only, so nothing sees its batches before they are sent; else None."""
+    from grainlite.dataset import batching, slicing, to_iter
+
+    if type(dataset) is not to_iter.PrefetchIterDataset:
+        return None
+    node = dataset._parent
+    while type(node) is slicing.SliceMapDataset:
+        node = node._parent
+    if type(node) is batching.BatchMapDataset and vars(node)["_batch_fn"] is batching.stack:
+        return node
+    return None
+
+
+def _fill_rows_when_sent(dataset: IterDataset) -> None:
+    """Makes the batch of :func:`_map_batch_read_last`, if any, batch with
+    :func:`_stack_later`: its rows are filled in shared memory when it is sent."""
+    node = _map_batch_read_last(dataset)
+    if node is not None:
+        vars(node)["_batch_fn"] = _stack_later
 
 
 def _stack_into(iterator: Any, allocate: Callable[..., Any]) -> None:

@@ -38,6 +38,9 @@ from grainlite.stats.counters import StageCounter, clock
 
 _MAX_CHUNK = 256
 _FIRST_CHUNK = 8
+# Record keys are computed this many positions at a time (one sampler call costs about as much
+# for 4096 positions as for 256), and chunks are cut from them.
+_KEY_BLOCK = 4096
 # Reads move to reader threads only if slower than this per record ...
 _THREADED_READ_S = 20e-6
 # ... and taking more than this share of the read + transform time.
@@ -55,15 +58,20 @@ Chunk = tuple[list[Any] | None, list[Any]]
 def _make_chunk_reader(
     sampler: Any, source: Any, worker: WorkerSlice
 ) -> Callable[[int, int], Chunk]:
-    """Returns ``read(m0, m1)`` reading positions [m0, m1); a short result: the stream ended."""
+    """Returns ``read(m0, m1)`` reading positions [m0, m1); a short result: the stream ended.
+
+    ``read`` may be called from several reader threads at once, for disjoint ranges.
+    """
     source_len = len(source)
     getitems = getattr(source, "__getitems__", None)
     getitem = source.__getitem__
 
-    def read_data(keys: np.ndarray) -> list[Any]:
-        if source_len and int(keys.max()) >= source_len:
+    def listed_keys(keys: np.ndarray) -> list[int]:
+        if source_len and keys.size and int(keys.max()) >= source_len:
             keys = keys % source_len  # Grain wraps keys past the end of the source.
-        listed = keys.tolist()
+        return keys.tolist()
+
+    def read_data(listed: list[int]) -> list[Any]:
         if getitems is not None:
             try:
                 return list(getitems(listed))
@@ -84,12 +92,24 @@ def _make_chunk_reader(
     record_keys = getattr(sampler, "record_keys", None)
     if record_keys is not None and hasattr(sampler, "seed"):
         seed = sampler.seed
+        last = worker.positions()  # keys are never asked beyond the worker's positions
+        # (first position, keys, rng seeds) of the last key block; replaced whole, never mutated,
+        # so reader threads sharing it need no lock.
+        block: tuple[int, list[int], list[int] | None] = (0, [], None)
 
         def read(m0: int, m1: int) -> Chunk:
-            indices = worker.indices(m0, m1)
-            keys = np.asarray(record_keys(indices), dtype=np.int64)
-            seeds = None if seed is None else (indices + seed).tolist()
-            return seeds, read_data(keys)
+            nonlocal block
+            first, keys, seeds = block
+            if not first <= m0 <= m1 <= first + len(keys):
+                stop = max(m1, m0 + _KEY_BLOCK)
+                if last is not None:
+                    stop = max(m1, min(stop, last))
+                indices = worker.indices(m0, stop)
+                keys = listed_keys(np.asarray(record_keys(indices), dtype=np.int64))
+                seeds = None if seed is None else (indices + seed).tolist()
+                first, block = m0, (m0, keys, seeds)
+            lo, hi = m0 - first, m1 - first
+            return (None if seeds is None else seeds[lo:hi]), read_data(keys[lo:hi])
 
         return read
 
@@ -104,7 +124,7 @@ def _make_chunk_reader(
             keys.append(metadata.record_key)
         if not keys:
             return None, []
-        data = read_data(np.asarray(keys, dtype=np.int64))
+        data = read_data(listed_keys(np.asarray(keys, dtype=np.int64)))
         return (rngs if any(r is not None for r in rngs) else None), data
 
     return read_custom

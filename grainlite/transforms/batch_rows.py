@@ -50,23 +50,23 @@ def _leaf(kind: type, row: Any, copy: bool) -> Any:
 
 
 class BatchRows:
-    """A batch of ``size`` rows being filled; ``count`` rows are written."""
+    """A batch of rows shaped like one element; ``count`` rows are written."""
 
-    __slots__ = ("buffers", "count", "keys", "order", "types")
+    __slots__ = ("buffers", "count", "dtypes", "keys", "order", "shapes", "types")
 
-    def __init__(
-        self, keys: list[Any] | None, leaves: list[Any], buffers: list[np.ndarray]
-    ) -> None:
+    def __init__(self, keys: list[Any] | None, leaves: list[Any]) -> None:
         self.keys = keys  # None: the elements are arrays, not dicts
         self.order = None if keys is None else sorted_keys(dict.fromkeys(keys))
         self.types = [type(leaf) for leaf in leaves]
-        self.buffers = buffers
+        self.shapes = [np.shape(leaf) for leaf in leaves]
+        self.dtypes = [_dtype(leaf) for leaf in leaves]
+        self.buffers: list[np.ndarray] = []
         self.count = 0
 
     @classmethod
-    def start(cls, element: Any, size: int, allocate: Allocator | None) -> BatchRows | None:
-        """A batch of ``size`` rows with ``element`` in row 0, or None if it is not a case
-        this class takes."""
+    def layout(cls, element: Any) -> BatchRows | None:
+        """Rows shaped like ``element``, none allocated yet, or None if it is not a case this
+        class takes."""
         if type(element) is np.ndarray:
             keys, leaves = None, [element]
         elif type(element) is dict and element:
@@ -86,36 +86,66 @@ class BatchRows:
                 return None
         if total < MIN_ELEMENT_BYTES:
             return None
-        make = allocate if allocate is not None else np.empty
-        buffers = [make((size, *np.shape(leaf)), _dtype(leaf)) for leaf in leaves]
-        rows = cls(keys, leaves, buffers)
+        return cls(keys, leaves)
+
+    @classmethod
+    def start(cls, element: Any, size: int, allocate: Allocator | None) -> BatchRows | None:
+        """A batch of ``size`` rows with ``element`` in row 0, or None if it is not a case
+        this class takes."""
+        rows = cls.layout(element)
+        if rows is None:
+            return None
+        rows.allocate(size, allocate)
         rows.add(element)
         return rows
 
-    def add(self, element: Any) -> bool:
-        """Copies ``element`` into the next row; False (nothing written) if it does not fit."""
-        buffers = self.buffers
+    def allocate(self, size: int, allocate: Allocator | None) -> None:
+        """Makes the ``size`` rows: in ``allocate``'s memory, or private if None."""
+        make = allocate if allocate is not None else np.empty
+        layouts = zip(self.shapes, self.dtypes, strict=True)
+        self.buffers = [make((size, *shape), dtype) for shape, dtype in layouts]
+
+    def _leaves(self, element: Any) -> Any:
+        """``element``'s leaves in row order if it has this layout, else None."""
         if self.keys is None:
-            if type(element) is not np.ndarray:
-                return False
-            leaves: Any = (element,)
-        else:
-            if type(element) is not dict or len(element) != len(buffers):
-                return False
-            if list(element) != self.keys:
-                return False
-            leaves = element.values()
-        checks = list(zip(self.types, buffers, leaves, strict=True))
-        for kind, buffer, leaf in checks:
+            return (element,) if type(element) is np.ndarray else None
+        if type(element) is not dict or len(element) != len(self.types):
+            return None
+        if list(element) != self.keys:
+            return None
+        return element.values()
+
+    def _fits(self, leaves: Any) -> bool:
+        layouts = zip(self.types, self.shapes, self.dtypes, leaves, strict=True)
+        for kind, shape, dtype, leaf in layouts:
             if type(leaf) is not kind:
                 return False
-            if kind is np.ndarray and (
-                leaf.dtype != buffer.dtype or leaf.shape != buffer.shape[1:]
-            ):
+            if kind is np.ndarray and (leaf.dtype != dtype or leaf.shape != shape):
                 return False
+        return True
+
+    def takes_all(self, elements: list[Any]) -> bool:
+        """Whether :meth:`add` will write every one of ``elements`` (none is refused, none
+        overflows): then filling rows from them later cannot fail."""
+        if int in self.types:  # a Python int may not fit int64: only writing it tells
+            return False
+        for element in elements:
+            leaves = self._leaves(element)
+            if leaves is None or not self._fits(leaves):
+                return False
+        return True
+
+    def add(self, element: Any) -> bool:
+        """Copies ``element`` into the next row; False (nothing written) if it does not fit."""
+        leaves = self._leaves(element)
+        if leaves is None:
+            return False
+        leaves = list(leaves)
+        if not self._fits(leaves):
+            return False
         row = self.count
         try:
-            for _, buffer, leaf in checks:
+            for buffer, leaf in zip(self.buffers, leaves, strict=True):
                 buffer[row] = leaf
         except OverflowError:  # a Python int beyond int64: np.stack decides what it becomes
             return False
