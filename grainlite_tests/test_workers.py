@@ -226,7 +226,6 @@ class ReturnsALock(grain.MapTransform):
 
 
 def test_an_unpicklable_result_gets_a_clear_error():
-    loader = Config(4, worker_count=1).build("lite")
     loader = grain.DataLoader(
         data_source=grain.RangeDataSource(0, 4, 1),
         sampler=grain.IndexSampler(4, grain.NoSharding(), num_epochs=1),
