@@ -77,7 +77,8 @@ def _stat_if_ours(name: str, parts: SegmentName) -> os.stat_result | None:
     return stat if stat.st_uid == os.getuid() else None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` runs in this pid namespace (a zombie counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -94,7 +95,7 @@ def survey() -> Survey:
         stat = _stat_if_ours(name, parts)
         if stat is None:
             not_ours += 1
-        elif _pid_alive(parts.owner_pid):
+        elif pid_alive(parts.owner_pid):
             in_use += 1
         else:
             stale.append(StaleSegment(name, parts.owner_pid, stat.st_size))

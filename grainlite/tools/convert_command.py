@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 NAME = "convert"
+# OSError numbers that say the destination cannot take the output.
+_NOT_WRITABLE = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
+     errno.ENOTDIR, errno.EEXIST}
+)  # fmt: skip
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -83,8 +89,11 @@ def run(args: argparse.Namespace) -> int:
             return 0
         progress = Progress(plan.num_shards, plan.source.num_records, enabled=not args.quiet)
         manifest = converter.run(plan, options.workers, progress.shard_done)
-    except (GrainliteError, FileNotFoundError) as error:
-        print(f"convert: error: {error}", file=sys.stderr)
+    except (GrainliteError, OSError) as error:
+        fix = ""
+        if isinstance(error, OSError) and error.errno in _NOT_WRITABLE:
+            fix = "; check that the destination is a writable folder with room on its disk"
+        print(f"convert: error: {error}{fix}", file=sys.stderr)
         return 2
     print(
         f"wrote {manifest.num_records} records in {len(manifest.shard_paths)} shard(s) to "

@@ -2,10 +2,13 @@
 folder in one rename.
 
 Steps: open the input (scan it, infer the schema); refuse an existing non-empty destination
-unless ``overwrite``; write every shard into ``<dst>.partial-<pid>-<random>`` (shards are
-independent tasks, see shards.py); write the manifest last; rename the folder to ``dst``. A
-failure removes the partial folder; a process killed mid-way leaves only the ``.partial-`` folder,
-which holds no manifest and is never mistaken for a conversion.
+unless ``overwrite``; remove the partial folders a killed conversion to ``dst`` left (their
+owner process is dead, see partial.py); write every shard into
+``<dst>.partial-<pid>-<identity>-<random>`` (shards are independent tasks, see shards.py); write
+the manifest last; rename the folder to ``dst``. A failure removes the partial folder; a process
+killed mid-way leaves only the ``.partial-`` folder (its shard writers end with it, see pool.py),
+which holds no manifest, is never mistaken for a conversion, and is reclaimed by the next
+conversion to ``dst`` or by ``python -m grainlite cleanup``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from grainlite.errors import GrainliteValueError
 from grainlite.tools.convert import manifest as manifest_module
+from grainlite.tools.convert import partial
 from grainlite.tools.convert.inputs import open_input
 from grainlite.tools.convert.shards import ShardTask, file_sha256, shard_bounds, shard_name
 from grainlite.tools.convert.source import InputSource
@@ -176,10 +180,12 @@ def _default_name(src: str) -> str:
 
 
 def start(plan: Plan) -> str:
-    """Creates and returns the partial folder the shards go into (beside the destination)."""
+    """Creates and returns the partial folder the shards go into (beside the destination), after
+    removing the partial folders of ``plan.dst`` whose owner process is dead."""
     parent = os.path.dirname(plan.dst)
     os.makedirs(parent, exist_ok=True)
-    folder = f"{plan.dst}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+    partial.remove_stale(plan.dst)
+    folder = partial.new_name(plan.dst)
     os.mkdir(folder)
     return folder
 

@@ -4,7 +4,8 @@ Workers are forked where this process runs no other thread and the input's scan 
 (fork starts in milliseconds), and spawned otherwise (a fresh interpreter, about a second, but
 safe with the threads pyarrow, TFDS or the caller run). Each worker gets the input source once,
 at start, and then only shard numbers and paths, so a source listing many files is not pickled
-with every task.
+with every task. Workers end when this process ends, even by SIGKILL
+(:mod:`grainlite.parent_death`): a killed conversion leaves no writer behind.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def write_in_processes(
     """Writes every shard with up to ``workers`` processes; returns their entries in shard order
     and reports each to ``on_shard`` as it finishes. A worker's error is raised here."""
     import multiprocessing
+    import os
     import threading
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -37,7 +39,10 @@ def write_in_processes(
     context = multiprocessing.get_context("fork" if forkable else "spawn")
     # The source (e.g. a list of every image) goes to each worker once, not with every task.
     with ProcessPoolExecutor(
-        min(workers, len(tasks)), mp_context=context, initializer=_set_source, initargs=(source,)
+        min(workers, len(tasks)),
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(source, os.getpid()),
     ) as pool:
         futures = {
             pool.submit(
@@ -65,7 +70,12 @@ def write_in_processes(
 _WORKER_SOURCE: list[InputSource] = []  # The source of this worker process (set once).
 
 
-def _set_source(source: InputSource) -> None:
+def _start_worker(source: InputSource, parent_pid: int) -> None:
+    """A worker's first act: end with the parent (a pool worker is started by the thread that
+    submits the tasks and then waits for them, see parent_death's note), then keep the source."""
+    from grainlite.parent_death import exit_when_parent_dies
+
+    exit_when_parent_dies(parent_pid)
     _WORKER_SOURCE[:] = [source]
 
 

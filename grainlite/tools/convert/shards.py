@@ -15,6 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.errors import GrainliteRuntimeError
 from grainlite.tools.convert import records
 from grainlite.tools.convert.source import InputSource
 
@@ -72,18 +73,32 @@ def write_shard(task: ShardTask) -> dict[str, Any]:
     try:
         for where, example in task.source.read(task.start, task.stop):
             record = encode(example, where)
-            writer.write(record)
+            _written(writer.write, record, task.path)
             checksum.add(record)
             count += 1
     finally:
-        writer.close()
-        task.source.close()
+        try:
+            _written(writer.close, None, task.path)
+        finally:
+            task.source.close()
     return {
         "file": os.path.basename(task.path),
         "records": count,
         "bytes": os.path.getsize(task.path),
         "records_crc32": checksum.hexdigest(),
     }
+
+
+def _written(call: Any, record: bytes | None, path: str) -> None:
+    """Runs the writer's ``write(record)`` or ``close()``; array_record reports a failed write
+    (a full disk, a file size limit) as a RuntimeError: raise it with the shard and the fix."""
+    try:
+        call() if record is None else call(record)
+    except RuntimeError as error:
+        raise GrainliteRuntimeError(
+            f"Could not write the shard {path!r}: {error}. Make room on the destination's disk "
+            f"(or write elsewhere) and run the conversion again."
+        ) from error
 
 
 def file_sha256(path: str) -> str:
