@@ -43,7 +43,10 @@ def test_every_argument_is_keyword_only():
 WORKER_COUNT_FIX = (
     "pass 0 to run in this process, N >= 1 for N worker processes or None for one per usable CPU."
 )
-BUFFER_FIX = "pass worker_buffer_size=N with N >= 1 to keep N finished elements ready per worker"
+BUFFER_FIX = (
+    "pass worker_buffer_size=N with N >= 1 to keep up to N finished elements ready per worker "
+    "(0 is accepted and works as 1)."
+)
 
 
 @pytest.mark.parametrize(
@@ -64,12 +67,12 @@ BUFFER_FIX = "pass worker_buffer_size=N with N >= 1 to keep N finished elements 
             {"worker_buffer_size": -1},
             GrainliteValueError,
             "Worker buffer size must be greater than or equal zero. Current worker_buffer_size is "
-            f"-1; {BUFFER_FIX} (0 works as 1).",
+            f"-1; {BUFFER_FIX}",
         ),
         (
             {"worker_buffer_size": "2"},
             GrainliteTypeError,
-            f"worker_buffer_size must be an int, got str '2'; {BUFFER_FIX}.",
+            f"worker_buffer_size must be an int, got str '2'; {BUFFER_FIX}",
         ),
         (
             {"read_options": {"num_threads": 1, "prefetch_buffer_size": 8}},

@@ -6,6 +6,7 @@ import logging
 
 import absl.flags
 import grain.python as real_grain
+import numpy as np
 import pytest
 
 import grainlite as grain
@@ -91,3 +92,66 @@ def test_multiprocessing_options_repr_is_grains():
     assert repr(grain.MultiprocessingOptions()) == (
         "MultiprocessingOptions(num_workers=0, per_worker_buffer_size=1, enable_profiling=False)"
     )
+
+
+WORKERS_FIX = "pass num_workers=0 to run in this process, or N >= 1 for N worker processes."
+PER_WORKER_FIX = (
+    "pass per_worker_buffer_size=N with N >= 1 to keep up to N finished elements ready per "
+    "worker (0 is accepted and works as 1)."
+)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"num_workers": -3}, GrainliteValueError,
+         f"MultiprocessingOptions num_workers must be greater than or equal to 0, got -3; "
+         f"{WORKERS_FIX}"),
+        ({"num_workers": 1.5}, GrainliteTypeError,
+         f"MultiprocessingOptions num_workers must be an int, got float 1.5; {WORKERS_FIX}"),
+        ({"num_workers": True}, GrainliteTypeError,
+         f"MultiprocessingOptions num_workers must be an int, got bool True; {WORKERS_FIX}"),
+        ({"per_worker_buffer_size": "x"}, GrainliteTypeError,
+         f"MultiprocessingOptions per_worker_buffer_size must be an int, got str 'x'; "
+         f"{PER_WORKER_FIX}"),
+        ({"per_worker_buffer_size": -1}, GrainliteValueError,
+         f"MultiprocessingOptions per_worker_buffer_size must be greater than or equal to 0, got "
+         f"-1; {PER_WORKER_FIX}"),
+    ],
+)  # fmt: skip
+def test_bad_multiprocessing_options_are_refused_where_they_are_made(kwargs, error, message):
+    with pytest.raises(error) as raised:
+        grain.MultiprocessingOptions(**kwargs)
+    assert str(raised.value) == message
+
+
+def test_zero_workers_and_a_zero_buffer_are_valid_multiprocessing_options_as_in_grain():
+    options = grain.MultiprocessingOptions(num_workers=0, per_worker_buffer_size=0)
+    assert (options.num_workers, options.per_worker_buffer_size) == (0, 0)
+    real_grain.MultiprocessingOptions(num_workers=0, per_worker_buffer_size=0)
+
+
+def test_numpy_integers_are_counts_everywhere_and_become_python_ints():
+    options = grain.MultiprocessingOptions(
+        num_workers=np.int64(2), per_worker_buffer_size=np.uint8(3)
+    )
+    read = grain.ReadOptions(num_threads=np.int32(4), prefetch_buffer_size=np.int64(8))
+    sampler = grain.IndexSampler(4, grain.NoSharding(), num_epochs=np.int64(2))
+    counts = [options.num_workers, options.per_worker_buffer_size, read.num_threads,
+              read.prefetch_buffer_size]  # fmt: skip
+    assert counts == [2, 3, 4, 8] and all(type(count) is int for count in counts)
+    assert len(sampler) == 8
+    loader = grain.DataLoader(
+        data_source=grain.RangeDataSource(0, 4, 1),
+        sampler=sampler,
+        worker_count=np.int64(0),
+        worker_buffer_size=np.int64(2),
+    )
+    assert list(loader) == [0, 1, 2, 3, 0, 1, 2, 3]
+
+
+def test_a_huge_bad_option_is_quoted_in_at_most_about_two_hundred_characters():
+    with pytest.raises(GrainliteTypeError) as raised:
+        grain.MultiprocessingOptions(num_workers="9" * 100_000)
+    assert len(str(raised.value)) < 450
+    assert "(100002 characters)" in str(raised.value)

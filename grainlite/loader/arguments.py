@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from grainlite.checks import int_option
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.loader.cpus import usable_cpu_count
 from grainlite.sampling.sharding import ShardOptions
@@ -14,35 +15,37 @@ def resolve_worker_count(worker_count: int | None) -> int:
     """``worker_count`` checked; None becomes one worker per usable CPU."""
     if worker_count is None:
         return usable_cpu_count()
-    if isinstance(worker_count, bool) or not isinstance(worker_count, int):
-        raise GrainliteTypeError(
-            f"worker_count must be an int or None, got {type(worker_count).__name__} "
-            f"{worker_count!r}; pass 0 to run in this process, N >= 1 for N worker processes or "
-            f"None for one per usable CPU."
-        )
-    if worker_count < 0:
-        raise GrainliteValueError(
-            f"Worker count should be greater than or equal zero. Current worker_count is "
-            f"{worker_count}; pass 0 to run in this process, N >= 1 for N worker processes or "
-            f"None for one per usable CPU."
-        )
-    return worker_count
+    fix = (
+        "pass 0 to run in this process, N >= 1 for N worker processes or None for one per "
+        "usable CPU."
+    )
+    return int_option(
+        worker_count,
+        0,
+        wrong_type=f"worker_count must be an int or None, got {{type}} {{value}}; {fix}",
+        # Grain's words up to the value; users match on them.
+        too_small="Worker count should be greater than or equal zero. Current worker_count is "
+        f"{{value}}; {fix}",
+    )
 
 
-def check_worker_buffer_size(worker_buffer_size: object) -> None:
-    """Raises if ``worker_buffer_size`` is not an int >= 0 (0 works as 1, as in Grain)."""
-    if isinstance(worker_buffer_size, bool) or not isinstance(worker_buffer_size, int):
-        raise GrainliteTypeError(
-            f"worker_buffer_size must be an int, got {type(worker_buffer_size).__name__} "
-            f"{worker_buffer_size!r}; pass worker_buffer_size=N with N >= 1 to keep N finished "
-            f"elements ready per worker."
-        )
-    if worker_buffer_size < 0:
-        raise GrainliteValueError(
-            f"Worker buffer size must be greater than or equal zero. Current worker_buffer_size "
-            f"is {worker_buffer_size}; pass worker_buffer_size=N with N >= 1 to keep N finished "
-            f"elements ready per worker (0 works as 1)."
-        )
+# What to pass for a bad worker_buffer_size: 0 is accepted (as in Grain) and works as 1.
+_BUFFER_FIX = (
+    "pass worker_buffer_size=N with N >= 1 to keep up to N finished elements ready per worker "
+    "(0 is accepted and works as 1)."
+)
+
+
+def check_worker_buffer_size(worker_buffer_size: object) -> int:
+    """``worker_buffer_size`` if it is an int >= 0 (0 works as 1, as in Grain), else raises."""
+    return int_option(
+        worker_buffer_size,
+        0,
+        wrong_type=f"worker_buffer_size must be an int, got {{type}} {{value}}; {_BUFFER_FIX}",
+        # Grain's words up to the value; users match on them.
+        too_small="Worker buffer size must be greater than or equal zero. Current "
+        f"worker_buffer_size is {{value}}; {_BUFFER_FIX}",
+    )
 
 
 def resolve_shard_options(shard_options: ShardOptions | None, sampler: Any) -> ShardOptions:

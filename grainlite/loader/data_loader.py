@@ -65,7 +65,7 @@ class DataLoader:
         enable_profiling: bool = False,
     ) -> None:
         worker_count = resolve_worker_count(worker_count)
-        check_worker_buffer_size(worker_buffer_size)
+        worker_buffer_size = check_worker_buffer_size(worker_buffer_size)
         check_source(data_source)
         if sampler is None:  # a ValueError, as Grain raises for it
             raise GrainliteValueError(

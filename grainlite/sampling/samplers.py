@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from grainlite.checks import int_option
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.sampling.index_shuffle import _shuffle_trusted
 from grainlite.sampling.records import RecordMetadata
@@ -232,18 +233,15 @@ class IndexSampler(_KeyedSampler):
         self._num_records = _check_num_records("IndexSampler", num_records)
         self._shard_options = _check_shard_options("IndexSampler", shard_options)
         if num_epochs is not None:
-            if not isinstance(num_epochs, numbers.Integral):
-                raise GrainliteTypeError(
-                    f"IndexSampler: num_epochs must be an int or None, got "
-                    f"{type(num_epochs).__name__} {num_epochs!r}; pass {_EPOCHS_FIX}"
-                )
-            if num_epochs <= 0:
-                raise GrainliteValueError(
-                    "Invalid number of epochs in Index Sampler."
-                    f"Got {num_epochs} epochs, but number of epochs must be greater than 0. "
-                    f"Pass {_EPOCHS_FIX}"
-                )
-            num_epochs = int(num_epochs)
+            num_epochs = int_option(
+                num_epochs,
+                1,
+                wrong_type=f"IndexSampler: num_epochs must be an int or None, got {{type}} "
+                f"{{value}}; pass {_EPOCHS_FIX}",
+                # Grain's words (with the space after its first sentence); users match on them.
+                too_small="Invalid number of epochs in Index Sampler. Got {value} epochs, but "
+                f"number of epochs must be greater than 0. Pass {_EPOCHS_FIX}",
+            )
         if shuffle and seed is None:
             raise GrainliteValueError(
                 "Shuffling requires specifying a seed. Pass seed=<an int in [0, 2**32 - 1]>."

@@ -299,6 +299,6 @@ def _as_shape(shape: Any) -> tuple[int, ...]:
         ) from None
     if any(dim < 0 for dim in result):
         raise GrainliteValueError(
-            f"SharedMemoryArray shape must not have negative sizes (got {result}); pass sizes >= 1."
+            f"SharedMemoryArray shape must not have negative sizes (got {result}); pass sizes >= 0."
         )
     return result

@@ -89,7 +89,7 @@ class TorchDataLoader:
         check_source(data_source)
         IndexSampler(len(data_source), NoSharding(), shuffle, None, seed)  # checks seed, shuffle
         worker_count = resolve_worker_count(worker_count)
-        check_worker_buffer_size(worker_buffer_size)
+        worker_buffer_size = check_worker_buffer_size(worker_buffer_size)
         check_options(shard_options, batches_per_epoch, to_torch, pin_memory)
         operations = tuple(operations)
         self._settings = Settings(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+from grainlite.checks import int_option
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.sampling.sharding import ShardOptions
 from grainlite.torch.tensors import can_pin
@@ -19,15 +20,15 @@ def check_options(
             f"{shard_options!r}; pass None to shard by torch.distributed rank, or "
             f"grain.ShardOptions(shard_index=i, shard_count=n)."
         )
-    if batches_per_epoch is not None and (
-        isinstance(batches_per_epoch, bool)
-        or not isinstance(batches_per_epoch, int)
-        or batches_per_epoch < 1
-    ):
-        raise GrainliteValueError(
-            f"batches_per_epoch must be an int >= 1 or None, got {batches_per_epoch!r}; pass N "
-            f"to stop every epoch after N batches, or None for the full epoch."
+    if batches_per_epoch is not None:
+        message = (
+            "batches_per_epoch must be an int >= 1 or None, got {value}; pass N to stop every "
+            "epoch after N batches, or None for the full epoch."
         )
+        try:
+            int_option(batches_per_epoch, 1, wrong_type=message, too_small=message)
+        except GrainliteTypeError as error:  # a ValueError, as this check has always raised
+            raise GrainliteValueError(str(error)) from None
     if pin_memory and not to_torch:
         raise GrainliteValueError(
             "pin_memory=True needs to_torch=True: only torch tensors can be pinned. Pass "
