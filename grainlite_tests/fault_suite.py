@@ -423,17 +423,35 @@ def transform_starts_threads(tmp: Path) -> str:
     return f"all records delivered, workers gone {elapsed[0]:.2f} s after the start"
 
 
-@scenario("Samplers", "a shard with no records (2 records, shard 3 of 4)", "refused with a fix")
+@scenario(
+    "Samplers",
+    "a shard with no records (2 records, shard 3 of 4)",
+    "an empty stream, as in Grain, with a warning naming the shard",
+)
 def shard_without_records(tmp: Path) -> str:
+    import logging
+
     options = grain.ShardOptions(3, 4)
-    for build in (
-        lambda: grain.IndexSampler(2, options, shuffle=False, num_epochs=1, seed=0),
-        lambda: grain.SequentialSampler(2, options),
-    ):
-        error, _ = raised(build)
-        assert isinstance(error, grain.GrainliteValueError) and "gets no records" in str(error)
-        assert "Use at most 2 shards" in str(error)
-    return "GrainliteValueError at construction: the shard gets no records, use at most 2 shards"
+    said: list[str] = []
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    handler = Heard()
+    logger = logging.getLogger("grainlite.sampling.samplers")
+    logger.addHandler(handler)
+    try:
+        for sampler in (
+            grain.IndexSampler(2, options, shuffle=False, num_epochs=1, seed=0),
+            grain.SequentialSampler(2, options),
+        ):
+            loader = grain.DataLoader(data_source=grain.RangeDataSource(0, 2, 1), sampler=sampler)
+            assert list(loader) == []
+    finally:
+        logger.removeHandler(handler)
+    assert len(said) == 2 and all("shard 3 of 4 gets no records" in text for text in said), said
+    return "an empty stream and a warning: shard 3 of 4 gets no records, use at most 2 shards"
 
 
 @scenario("Samplers", "one record, W=2", "delivered once")

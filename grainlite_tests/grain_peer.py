@@ -114,7 +114,7 @@ class Config:
     @property
     def shard_has_no_records(self) -> bool:
         """True where this host's shard has no record: grain fails at its first read or yields an
-        empty stream; grainlite refuses the sampler with a clear error (test_samplers pins it)."""
+        empty stream; grainlite yields an empty stream and warns (test_samplers pins it)."""
         if self.num_records >= self.shard_count:
             return False
         return self.drop_remainder_shards or self.shard_index >= self.num_records

@@ -277,3 +277,23 @@ def test_elements_equal_between_workers_and_in_process_for_one_to_one_pipelines(
     single = [to_plain(x) for x in _loader(50, sampler=sampler, operations=[Double()])]
     with iter(_loader(50, sampler=sampler, operations=[Double()], worker_count=2)) as it:
         assert [to_plain(x) for x in it] == single
+
+
+@pytest.mark.parametrize("worker_count", [0, 2])
+def test_a_three_host_evaluation_over_two_records_gives_the_third_host_an_empty_stream(
+    worker_count, caplog
+):
+    def evaluate(g, host):
+        sampler = g.IndexSampler(2, g.ShardOptions(host, 3), shuffle=False, num_epochs=1)
+        loader = g.DataLoader(
+            data_source=g.RangeDataSource(0, 2, 1), sampler=sampler, worker_count=worker_count
+        )
+        return loader, list(loader)
+
+    with caplog.at_level("WARNING", logger="grainlite"):
+        loaders, streams = zip(*(evaluate(grain, host) for host in range(3)))
+    assert list(streams) == [[0], [1], []]  # each host reads its remainder; the third has none
+    assert len(loaders[2]) == 0
+    warned = [r.getMessage() for r in caplog.records if "gets no records" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("IndexSampler: shard 2 of 3 gets no records")
+    assert evaluate(real_grain, 2)[1] == []  # Grain's third host: empty too

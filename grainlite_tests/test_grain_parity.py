@@ -9,7 +9,6 @@ import pytest
 from hypothesis import HealthCheck, example, find, given, settings
 from hypothesis import strategies as st
 
-from grainlite.errors import GrainliteValueError
 from grainlite_tests.contracts import run_with_states, to_plain
 from grainlite_tests.grain_peer import Config, EndlessWithoutOutputError
 
@@ -109,12 +108,18 @@ def _resume(config: Config, library: str, state: bytes, count: int) -> list:
             iterator.close()
 
 
+def _assert_empty(config: Config) -> None:
+    """A host whose shard has no record reads an empty stream (Grain's: empty, or a
+    ZeroDivisionError at its first read where it has indices)."""
+    with iter(config.build("lite")) as iterator:
+        assert list(iterator) == []
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs(worker_counts=(0,)))
 def test_in_process_loader_matches_grain_elements_and_states(config):
     if config.shard_has_no_records:
-        with pytest.raises(GrainliteValueError, match="gets no records"):
-            config.build("lite")
+        _assert_empty(config)
         return
     _compare(config)
 
@@ -127,8 +132,7 @@ def test_in_process_loader_matches_grain_elements_and_states(config):
 @example(Config(17, ops=("random_map", "batch"), batch_size=3, seed=5, worker_count=3))
 def test_loader_with_workers_matches_grain_and_each_restores_the_others_state(config):
     if config.shard_has_no_records:
-        with pytest.raises(GrainliteValueError, match="gets no records"):
-            config.build("lite")
+        _assert_empty(config)
         return
     _compare(config)
 

@@ -239,7 +239,7 @@ def test_an_unpicklable_result_gets_a_clear_error():
         next(iterator)
 
 
-def test_an_unpicklable_pipeline_is_named_when_the_loader_is_built():
+def test_an_unpicklable_pipeline_is_named_at_the_first_next_as_grain_raises_it():
     import threading
 
     class HoldsALock(grain.MapTransform):
@@ -249,13 +249,17 @@ def test_an_unpicklable_pipeline_is_named_when_the_loader_is_built():
         def map(self, x):
             return x
 
-    with pytest.raises(TypeError, match=r"cannot pickle '_thread\.lock' object") as caught:
-        grain.DataLoader(
-            data_source=grain.RangeDataSource(0, 4, 1),
-            sampler=grain.IndexSampler(4, grain.NoSharding(), num_epochs=1),
-            operations=[HoldsALock()],
-            worker_count=1,
-        )
+    loader = grain.DataLoader(  # built as in Grain: the workers (and pickling) start at next()
+        data_source=grain.RangeDataSource(0, 4, 1),
+        sampler=grain.IndexSampler(4, grain.NoSharding(), num_epochs=1),
+        operations=[HoldsALock()],
+        worker_count=1,
+    )
+    with (
+        iter(loader) as iterator,
+        pytest.raises(TypeError, match=r"cannot pickle '_thread\.lock' object") as caught,
+    ):
+        next(iterator)
     assert "operations[0] (HoldsALock) cannot be pickled" in caught.value.__notes__[-1]
 
 
@@ -284,8 +288,9 @@ def test_an_unpicklable_part_raises_its_own_error_with_a_note_naming_it_as_grain
 
     with pytest.raises(ValueError) as theirs:
         list(build(real_grain))  # Grain raises it at the first read
+    loader = build(grain)  # and so does grainlite, not when the loader is built
     with pytest.raises(ValueError) as ours:
-        build(grain)
+        list(loader)
     assert type(ours.value) is type(theirs.value) is ValueError
     assert str(ours.value) == str(theirs.value) == "this source stays in its process"
     assert ours.value.__notes__ == [

@@ -112,10 +112,8 @@ class DataLoader:
             flat_map=self._pipeline.has_flat_map,
             sampler_length=len(sampler) if hasattr(sampler, "__len__") else None,
         )
-        if worker_count > 0:
-            from grainlite.engine.parent import check_picklable
-
-            check_picklable(self._pipeline)
+        # A pipeline that cannot be pickled for the workers raises at the first next(), as in
+        # Grain (the workers start there), not here.
 
     @property
     def multiprocessing_options(self) -> MultiprocessingOptions:

@@ -9,6 +9,7 @@ keys of a whole block of indices with numpy (the loader's hot path) through the 
 
 from __future__ import annotations
 
+import logging
 import numbers
 import operator
 import sys
@@ -23,6 +24,7 @@ from grainlite.sampling.records import RecordMetadata
 from grainlite.sampling.sharding import NoSharding, ShardOptions, even_split
 
 _UINT32 = 2**32
+_LOG = logging.getLogger(__name__)
 # What to pass instead of a bad num_epochs (after "pass " or "Pass ").
 _EPOCHS_FIX = "num_epochs=N with N >= 1 for N passes over the data, or None for an endless stream."
 # The default shard options: one immutable instance, shown as `NoSharding(...)` in signatures.
@@ -139,14 +141,24 @@ class _KeyedSampler:
         return RecordMetadata(index=position, record_key=key, rng=_make_rng(self._seed, position))
 
 
-def _empty_shard_error(
-    sampler: str, options: ShardOptions, num_records: int
-) -> GrainliteValueError:
-    """The error for a host whose shard has no record to read (the rule for every sampler)."""
-    return GrainliteValueError(
+def _empty_shard_text(sampler: str, options: ShardOptions, num_records: int) -> str:
+    """Why a host's shard has no record to read (the rule for every sampler)."""
+    return (
         f"{sampler}: shard {options.shard_index} of {options.shard_count} gets no records, "
-        f"because num_records={num_records} is smaller than shard_count={options.shard_count}. "
-        f"Use at most {num_records} shard{'s' if num_records > 1 else ''} or more records."
+        f"because num_records={num_records} is smaller than shard_count={options.shard_count}"
+    )
+
+
+def _warn_empty_shard(sampler: str, options: ShardOptions, num_records: int) -> None:
+    """A host whose shard has no record reads an empty stream, as in Grain (a 3-host evaluation
+    over 2 records is valid); it is told so, with what that means for a multi-host job."""
+    _LOG.warning(
+        "%s, so this host's stream is empty. In a multi-host job every host must leave its loop "
+        "the same way (one that stops early skips the collectives the others wait at); use at "
+        "most %d shard%s to give every host records.",
+        _empty_shard_text(sampler, options, num_records),
+        num_records,
+        "s" if num_records > 1 else "",
     )
 
 
@@ -186,10 +198,8 @@ class SequentialSampler(_KeyedSampler):
             self._length = (self._num_records // count) * count
         else:
             self._length = self._num_records
-        if shard_options.shard_index >= self._length:
-            # Grain yields an empty stream on this host; in a multi-host job the others would
-            # wait for it at their next collective.
-            raise _empty_shard_error("SequentialSampler", shard_options, self._num_records)
+        if shard_options.shard_index >= self._length:  # this host reads no index: as in Grain
+            _warn_empty_shard("SequentialSampler", shard_options, self._num_records)
 
     def record_keys(self, indices: np.ndarray) -> np.ndarray:
         """The record keys of global indices in ``[0, len)``: the indices themselves, as int64."""
@@ -261,13 +271,19 @@ class IndexSampler(_KeyedSampler):
         self._block_start, self._block_len = start, end - start
         self._length = self._compute_length()
         if self._block_len == 0:
-            # Grain fails with ZeroDivisionError at this host's first read, or, where the host
-            # has no index at all, yields nothing: an empty epoch on one host of a multi-host
-            # job hangs the others at their next collective. Say why, and early.
-            raise self._no_records_error()
+            # Grain yields nothing where this host has no index below its length, and fails
+            # with ZeroDivisionError at the first read where it has some (more epochs): here the
+            # length ends before this host's first index, so its stream is empty either way.
+            self._length = min(self._length, shard_options.shard_index)
+            _warn_empty_shard("IndexSampler", shard_options, self._num_records)
 
     def _no_records_error(self) -> GrainliteValueError:
-        return _empty_shard_error("IndexSampler", self._shard_options, self._num_records)
+        """The error for reading another host's index from a sampler whose shard is empty."""
+        return GrainliteValueError(
+            f"{_empty_shard_text('IndexSampler', self._shard_options, self._num_records)}, so "
+            f"it has no record key for another host's index; read index i from the sampler of "
+            f"shard i % {self._shard_options.shard_count}."
+        )
 
     def _longer_stream_hint(self) -> str:
         if self._num_epochs is None:
@@ -290,7 +306,7 @@ class IndexSampler(_KeyedSampler):
         present in the block is shuffled with one vectorized call.
         """
         if not self._block_len:
-            # Only reachable when this host reads no index at all (else __init__ raised).
+            # Only reachable for another host's index: this host reads none (see __init__).
             raise self._no_records_error()
         positions = np.array(indices, dtype=np.int64)
         if self._shard_options.shard_count > 1:
