@@ -23,9 +23,10 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from grainlite.checks import int_option
 from grainlite.device import prefetch as prefetching
 from grainlite.device import state as device_state
-from grainlite.errors import GrainliteTypeError, GrainliteValueError, LoaderClosedError
+from grainlite.errors import GrainliteTypeError, LoaderClosedError
 
 
 def check_depth(name: str, value: Any) -> int:
@@ -35,17 +36,14 @@ def check_depth(name: str, value: Any) -> int:
       GrainliteValueError: it is negative (a ValueError, as Grain raises for its buffer sizes).
       GrainliteTypeError: it is not an int.
     """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise GrainliteTypeError(
-            f"{name} must be an int >= 0 (got {value!r} of type {type(value).__name__}); pass "
-            f"the number of batches to keep ready, e.g. {name}=2."
-        )
-    if value < 0:
-        raise GrainliteValueError(
-            f"{name} must be >= 0 (got {value}); pass 0 to copy each batch when it is asked "
-            f"for, or N >= 1 to keep N batches ready."
-        )
-    return value
+    return int_option(
+        value,
+        0,
+        wrong_type=f"{name} must be an int >= 0 (got {{value}} of type {{type}}); pass the "
+        f"number of batches to keep ready, e.g. {name}=2.",
+        too_small=f"{name} must be >= 0 (got {{value}}); pass 0 to copy each batch when it is "
+        f"asked for, or N >= 1 to keep N batches ready.",
+    )
 
 
 class _Engine:

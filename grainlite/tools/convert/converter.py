@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grainlite.checks import is_int
 from grainlite.errors import GrainliteValueError
 from grainlite.tools.convert import manifest as manifest_module
 from grainlite.tools.convert import partial
@@ -68,7 +69,7 @@ class ConvertOptions:
     def __post_init__(self) -> None:
         for attribute in ("num_shards", "workers"):
             value = getattr(self, attribute)
-            if value is not None and (not isinstance(value, int) or value < 1):
+            if value is not None and (not is_int(value) or value < 1):
                 raise GrainliteValueError(
                     f"convert's {attribute} must be a positive int (got {value!r}); pass "
                     f"--{attribute.replace('_', '-')} N with N >= 1."
