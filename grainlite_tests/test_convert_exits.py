@@ -26,11 +26,18 @@ NOBODY = 65534
 
 
 def _children(pid: int) -> list[int]:
-    """The pids of ``pid``'s child processes (Linux's /proc/<pid>/task/*/children)."""
+    """The pids of ``pid``'s child processes (the processes whose /proc stat names it as parent)."""
     found = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as file:
-            found += [int(child) for child in file.read().split()]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as file:
+                fields = file.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(entry))
     return found
 
 
