@@ -32,8 +32,10 @@ def slow_fails_at_500(x: int) -> int:
 
 
 def build(workers: int, transform: Any = fails_at_500, n: int = 1000) -> Any:
-    ds = MapDataset.range(n).map(transform).to_iter_dataset(
-        read_options=lite.ReadOptions(num_threads=4, prefetch_buffer_size=64)
+    ds = (
+        MapDataset.range(n)
+        .map(transform)
+        .to_iter_dataset(read_options=lite.ReadOptions(num_threads=4, prefetch_buffer_size=64))
     )
     if workers:
         ds = ds.mp_prefetch(MultiprocessingOptions(num_workers=workers))

@@ -71,6 +71,8 @@ class FlatMapMapDataset(MapDataset):
       transform: a ``FlatMapTransform`` with ``max_fan_out``.
     """
 
+    leaves_holes = True  # the slots past an element's pieces
+
     def __init__(self, parent: MapDataset, transform: Any) -> None:
         super().__init__(parent)
         self._transform = transform
