@@ -247,6 +247,13 @@ class PrefetchDatasetIterator(DatasetIterator):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Moves to ``state["next_index"]``, which must be in ``[0, len(dataset)]``."""
+        next_index = self.check_state(state)
+        self._stop_reader()
+        self._buf, self._end, self._pos, self._base = [], 0, 0, next_index
+
+    def check_state(self, state: dict[str, Any]) -> int:
+        """``state["next_index"]`` if it is an int in ``[0, len(dataset)]``, else Grain's error
+        (a KeyError, a TypeError or an IndexError that is also a ValueError). Reads nothing."""
         next_index = state["next_index"]
         if isinstance(next_index, bool) or not isinstance(next_index, int):
             raise GrainliteTypeError(
@@ -259,8 +266,7 @@ class PrefetchDatasetIterator(DatasetIterator):
                 f"{self._length}: it must be in [0, {self._length}]; restore a state saved from "
                 "an iterator over this same dataset."
             )
-        self._stop_reader()
-        self._buf, self._end, self._pos, self._base = [], 0, 0, next_index
+        return next_index
 
     @property
     def read_threads(self) -> list[Any]:

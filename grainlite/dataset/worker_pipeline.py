@@ -98,6 +98,18 @@ class DatasetPipeline:
         finally:
             iterator.close()
 
+    def check_state(self, worker: int, workers: int, state: Any) -> None:
+        """Raises the ValueError of worker ``worker``'s iterator if ``state`` cannot be its
+        state, as far as its nodes tell without reading (their ``check_state``, e.g. a FlatMap's
+        ``next_index_in_buffer`` against ``max_fan_out``). Asked in the parent; reads nothing."""
+        iterator = self.worker_dataset(worker, workers).__iter__()
+        try:
+            check = getattr(iterator, "check_state", None)
+            if callable(check):
+                check(state)
+        finally:
+            iterator.close()
+
     def make_stats(self) -> IteratorStats:
         """The counters :meth:`iterate` reports into (the worker's iterator tree)."""
         return IteratorStats()

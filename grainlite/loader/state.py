@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.engine.position import IteratorPosition, decode_interleave, encode_interleave
 from grainlite.errors import (
     SHOWN_CHARS,
     CheckpointMismatchError,
@@ -61,15 +62,6 @@ class Layout:
         return WorkerSlice.striding(self.shard_index, self.shard_count, worker, self.workers)
 
 
-@dataclass
-class IteratorPosition:
-    """Where an iterator stands: per-worker states, the next worker to read, finished workers."""
-
-    states: list[Any]
-    next_worker: int
-    exhausted: list[bool]
-
-
 def _nested_to_json(state: Any) -> dict[str, Any]:
     if isinstance(state, tuple):
         before, taken = state
@@ -90,17 +82,8 @@ def encode(position: IteratorPosition, layout: Layout) -> bytes:
     document: dict[str, Any]
     if layout.flat_map:
         nested = [_nested_to_json(s) for s in states]
-        if layout.worker_count == 0:
-            document = nested[0]
-        else:
-            document = {
-                "next_index_in_cycle": position.next_worker,
-                "next_index_in_datasets": layout.worker_count,
-                "iterators_in_use_indices": list(range(layout.worker_count)),
-                "iterators_in_use_states": nested,
-                "exhausted": [int(e) for e in position.exhausted],
-                "future_states": {},
-            }
+        workers = layout.worker_count
+        document = encode_interleave(position, nested) if workers else nested[0]
     else:
         # A worker that delivered nothing stores the index before its first (as Grain does).
         last_seen = {str(w): layout.worker_slice(w).index(s - 1) for w, s in enumerate(states)}
@@ -215,6 +198,15 @@ def _check_within_sampler(state: Any, worker: int, layout: Layout) -> None:
         )
 
 
+def _other_worker_count(raw: Any, layout: Layout) -> CheckpointMismatchError:
+    return CheckpointMismatchError(
+        "Worker count in checkpoint does not match dataloader worker count.\n"
+        f"worker count in checkpoint: {len(raw) if isinstance(raw, list) else shown(raw)}\n"
+        f"worker count in dataloader: {layout.worker_count}\n"
+        "Restore with the worker_count the checkpoint was saved with."
+    )
+
+
 def _depth(state: Any) -> int:
     return 1 + _depth(state[0]) if isinstance(state, tuple) else 0
 
@@ -225,23 +217,14 @@ def _decode_nested(document: Any, layout: Layout, flat_maps: int) -> IteratorPos
         exhausted = [False]
         next_worker = 0
     else:
-        if not isinstance(document, dict) or "iterators_in_use_states" not in document:
-            raise _bad("expected the state of a FlatMapTransform pipeline with workers")
-        raw = document["iterators_in_use_states"]
-        if not isinstance(raw, list) or len(raw) != layout.worker_count:
-            raise CheckpointMismatchError(
-                "Worker count in checkpoint does not match dataloader worker count.\n"
-                f"worker count in checkpoint: {len(raw) if isinstance(raw, list) else shown(raw)}\n"
-                f"worker count in dataloader: {layout.worker_count}\n"
-                "Restore with the worker_count the checkpoint was saved with."
-            )
-        states = [_nested_from_json(s, f"worker {w}") for w, s in enumerate(raw)]
-        flags = document.get("exhausted", [0] * layout.worker_count)
-        if not isinstance(flags, list) or len(flags) != layout.worker_count:
-            raise _bad(f"exhausted must be a list of {layout.worker_count} flags")
-        exhausted = [bool(_int(f, "exhausted")) for f in flags]
-        next_worker = _int(document.get("next_index_in_cycle"), "next_index_in_cycle")
-        next_worker %= layout.worker_count
+        position = decode_interleave(
+            document,
+            layout.worker_count,
+            bad=_bad,
+            other_count=lambda raw: _other_worker_count(raw, layout),
+            read_worker=lambda w, entry: _nested_from_json(entry, f"worker {w}"),
+        )
+        states, next_worker, exhausted = position.states, position.next_worker, position.exhausted
     for w, state in enumerate(states):
         _check_within_sampler(state, w, layout)
         if _depth(state) != flat_maps:
