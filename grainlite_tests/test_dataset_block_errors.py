@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import grainlite as lite
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.loader.options import MultiprocessingOptions
 
 pytestmark = pytest.mark.timeout(120)
@@ -106,3 +106,53 @@ def test_reader_threads_deliver_every_good_record_around_the_error_and_go_on():
     assert threads_seen, "slow reads should have moved to reader threads"
     assert errors == 1
     assert got == [x for x in range(1500) if x != BAD]
+
+
+class FailsWithoutMoving(IterDataset):
+    """A user's node whose iterator raises at element 5 and never moves past it."""
+
+    def __init__(self, parent: IterDataset) -> None:
+        super().__init__(parent)
+
+    def __iter__(self) -> DatasetIterator:
+        return _FailsWithoutMovingIterator(self._parent.__iter__())
+
+
+class _FailsWithoutMovingIterator(DatasetIterator):
+    def __init__(self, parent: DatasetIterator) -> None:
+        super().__init__(parent)
+        self._peeked: Any = None
+
+    def __next__(self) -> Any:
+        if self._peeked is None:
+            self._peeked = [next(self._parent)]
+        if self._peeked[0] == 5:
+            raise ValueError("record 5 is stuck")
+        element, self._peeked = self._peeked[0], None
+        return element
+
+    def get_state(self) -> dict[str, Any]:
+        return self._parent.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._parent.set_state(state)
+        self._peeked = None
+
+
+def test_a_worker_whose_iterator_cannot_move_past_an_error_says_so_with_it_never_silently():
+    ds = FailsWithoutMoving(MapDataset.range(12).to_iter_dataset()).mp_prefetch(
+        MultiprocessingOptions(num_workers=2)
+    )
+    got: list[int] = []
+    notes: list[str] = []
+    with iter(ds) as iterator:
+        while True:
+            try:
+                got.append(next(iterator))
+            except StopIteration:
+                break
+            except ValueError as error:
+                assert str(error) == "record 5 is stuck"
+                notes.extend(n for n in getattr(error, "__notes__", []) if "move past" in n)
+    assert len(notes) == 1 and "worker 1 of 2 did not move past this error" in notes[0]
+    assert sorted(got) == [0, 1, 2, 3, 4, 6, 8, 10]  # worker 1's share ends at 5, said so
