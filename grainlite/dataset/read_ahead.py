@@ -27,7 +27,8 @@ The threads are daemon threads that hold only their task queue, never the reader
 iterator; :meth:`BlockReader.close` cancels the queued reads, tells every thread to end and waits
 for them (a read already running finishes first: no handler can interrupt one), so no read is
 left inside a C++ reader (array_record) when the interpreter exits. A read that hangs for more
-than :data:`_JOIN_S` is left to its daemon thread with a warning, so it cannot hold up exit.
+than :data:`_JOIN_S` (all threads together) is left to its daemon thread with a warning, so it
+cannot hold up exit for long.
 """
 
 from __future__ import annotations
@@ -176,14 +177,15 @@ class _DaemonPool:
 
     def shutdown(self) -> None:
         """Tells every thread to end once it has taken the tasks queued before, and waits for
-        them (up to :data:`_JOIN_S` each: a read in flight finishes first)."""
+        them (up to :data:`_JOIN_S` in all: a read in flight finishes first)."""
         for _ in self.threads:
             self._tasks.put(None)
         current = threading.current_thread()
+        deadline = time.monotonic() + _JOIN_S  # for all of them together
         for thread in self.threads:
             if thread is current:  # a finalizer run by a collection in a reader thread
                 continue
-            thread.join(_JOIN_S)
+            thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 warnings.warn(
                     f"grainlite: a to_iter_dataset read in {thread.name} did not finish within "
