@@ -14,6 +14,7 @@ turned into holes by :mod:`grainlite.loader.elastic`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,7 +212,24 @@ def _depth(state: Any) -> int:
     return 1 + _depth(state[0]) if isinstance(state, tuple) else 0
 
 
-def _decode_nested(document: Any, layout: Layout, flat_maps: int) -> IteratorPosition:
+def _check_fan_outs(state: Any, worker: int, fan_outs: Sequence[int | None]) -> None:
+    """Refuses a ``next_index_in_buffer`` beyond its FlatMapTransform's ``max_fan_out`` (the
+    outermost level of a nested state is the last FlatMapTransform): it would skip pieces."""
+    for level, fan_out in enumerate(reversed(fan_outs)):
+        if not isinstance(state, tuple):
+            return
+        state, taken = state
+        if fan_out is not None and taken > fan_out:
+            where = f"worker {worker}'s" + " parent" * level
+            raise _bad(
+                f"{where} next_index_in_buffer {taken} is beyond the max_fan_out {fan_out} of "
+                "its FlatMapTransform: restoring it would skip that element's other outputs"
+            )
+
+
+def _decode_nested(
+    document: Any, layout: Layout, flat_maps: int, fan_outs: Sequence[int | None] = ()
+) -> IteratorPosition:
     if layout.worker_count == 0:
         states = [_nested_from_json(document, "state")]
         exhausted = [False]
@@ -232,6 +250,7 @@ def _decode_nested(document: Any, layout: Layout, flat_maps: int) -> IteratorPos
                 f"worker {w}'s state nests {_depth(state)} FlatMapTransform levels, this loader "
                 f"has {flat_maps}"
             )
+        _check_fan_outs(state, w, fan_outs)
     return IteratorPosition(states, next_worker, exhausted)
 
 
@@ -240,12 +259,20 @@ def load(state: bytes | str) -> Any:
     return _load(state)
 
 
-def decode(state: bytes | str, layout: Layout, flat_maps: int = 0) -> IteratorPosition:
-    """Parses and validates a state for this loader; raises with what differs and how to fix it."""
-    return decode_document(_load(state), layout, flat_maps)
+def decode(
+    state: bytes | str,
+    layout: Layout,
+    flat_maps: int = 0,
+    fan_outs: Sequence[int | None] = (),
+) -> IteratorPosition:
+    """Parses and validates a state for this loader; raises with what differs and how to fix it.
+    ``fan_outs``: each FlatMapTransform's ``max_fan_out`` in order (None: not checked)."""
+    return decode_document(_load(state), layout, flat_maps, fan_outs)
 
 
-def decode_document(document: Any, layout: Layout, flat_maps: int = 0) -> IteratorPosition:
+def decode_document(
+    document: Any, layout: Layout, flat_maps: int = 0, fan_outs: Sequence[int | None] = ()
+) -> IteratorPosition:
     """:func:`decode` for a state already parsed by :func:`load`."""
     if layout.flat_map:
         extra = {}
@@ -256,7 +283,7 @@ def decode_document(document: Any, layout: Layout, flat_maps: int = 0) -> Iterat
             for key in (SKIPPED_FIELD, pending_field.FIELD):
                 if key in document:
                     extra[key] = document.pop(key)
-        position = _decode_nested(document, layout, flat_maps)
+        position = _decode_nested(document, layout, flat_maps, fan_outs)
         pending_field.add_pending(extra, position.states, _where(layout), flat_maps)
         _add_skipped(extra, position.states, layout)
         return position
