@@ -225,11 +225,14 @@ def test_garbage_collection_ends_the_reader_threads():
     assert _wait_until(lambda: not _reader_threads()), _reader_threads()
 
 
-def test_an_error_in_a_read_reaches_the_caller_and_ends_the_threads():
-    iterator = iter(MapDataset.source(_SlowSource(5000, fail_at=700)).to_iter_dataset())
+def test_an_error_in_a_read_reaches_the_caller_at_its_place_and_the_threads_go_on_after_it():
+    iterator = iter(MapDataset.source(_SlowSource(2000, fail_at=700)).to_iter_dataset())
     with pytest.raises(KeyError, match="record 700 is broken"):
         for _ in iterator:
             pass
+    assert iterator.get_state() == {"next_index": 701}
+    assert _reader_threads()
+    assert list(iterator) == list(range(701, 2000))
     assert _wait_until(lambda: not _reader_threads()), _reader_threads()
 
 

@@ -158,3 +158,29 @@ def test_restoring_never_unpickles_anything_from_the_state():
     iterator = iter(_loader())
     with pytest.raises(GrainliteValueError):
         iterator.set_state(payload)
+
+
+class _PairFlatMap(grain.transforms.FlatMapTransform):
+    max_fan_out = 2
+
+    def flat_map(self, element):
+        return [element * 10, element * 10 + 1]
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["W=0", "W=2"])
+def test_a_flat_map_state_beyond_max_fan_out_is_refused_not_a_skipped_record(workers):
+    loader = grain.DataLoader(
+        data_source=list(range(5)),
+        sampler=grain.samplers.SequentialSampler(5, grain.sharding.NoSharding()),
+        operations=[_PairFlatMap()],
+        worker_count=workers,
+    )
+    iterator = iter(loader)
+    for _ in range(3):
+        next(iterator)
+    document = json.loads(iterator.get_state())
+    entry = document if workers == 0 else document["iterators_in_use_states"][0]
+    entry["next_index_in_buffer"] = 5
+    fresh = iter(loader)
+    with pytest.raises(ValueError, match="next_index_in_buffer 5 is beyond the max_fan_out 2"):
+        fresh.set_state(json.dumps(document).encode())

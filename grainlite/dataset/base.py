@@ -21,10 +21,36 @@ from __future__ import annotations
 import abc
 import builtins
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 T = TypeVar("T")
 S = TypeVar("S")
+
+
+def _declared_by_grainlite(cls: type) -> bool:
+    return cls.__module__ == "grainlite" or cls.__module__.startswith("grainlite.")
+
+
+def map_lineage(dataset: Any) -> Iterator[MapDataset]:
+    """Every ``MapDataset`` node at or above ``dataset`` (through ``parents``) once."""
+    pending, seen = [dataset], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen or not isinstance(node, MapDataset):
+            continue
+        seen.add(id(node))
+        yield node
+        pending.extend(node.parents)
+
+
+def first_hole_maker(dataset: Any, *, count_unknown: bool) -> MapDataset | None:
+    """The first node at or above ``dataset`` that leaves ``None`` holes (its
+    :attr:`MapDataset.leaves_holes` is True), or, with ``count_unknown``, that may (None: a user's
+    class); None if there is none. The one rule every walk that cares about holes asks."""
+    for node in map_lineage(dataset):
+        if node.leaves_holes or (count_unknown and node.leaves_holes is None):
+            return node
+    return None
 
 
 def _as_parents(parents: Any) -> tuple[Any, ...]:
@@ -75,6 +101,18 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
     Indices past ``len(ds)`` follow Grain: most nodes wrap them around (an epoch view over an
     endless index space); ``None`` marks an element a filter removed.
     """
+
+    # Whether this node may answer ``None`` (a hole) where its parents have an element, so that
+    # a block of its indices is not a block of elements: True for a filter and a
+    # FlatMapMapDataset, False for grainlite's other nodes, None (unknown: it may) for a class
+    # defined outside grainlite that does not declare it. Asked through first_hole_maker().
+    leaves_holes: ClassVar[bool | None] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = "leaves_holes" in vars(cls) or _declared_by_grainlite(cls)
+        if not declared and cls.leaves_holes is False:
+            cls.leaves_holes = None
 
     def __init__(self, parents: MapDataset | Sequence[MapDataset] = ()) -> None:
         super().__init__(parents)
@@ -226,6 +264,17 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
 
 class IterDataset(_Dataset, Generic[T], abc.ABC):
     """A recipe for iterators: each ``iter(ds)`` is a fresh pass with its own position."""
+
+    # True for a node that gives exactly one element for each element of its single parent, in
+    # order (a map): the mp_prefetch batch rule (grainlite.dataset.worker_slicing) may look
+    # through it. False for every other node, and for a class defined outside grainlite that
+    # does not declare it.
+    one_to_one: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "one_to_one" not in vars(cls) and not _declared_by_grainlite(cls):
+            cls.one_to_one = False
 
     def __init__(
         self, parents: MapDataset | IterDataset | Sequence[MapDataset | IterDataset] = ()

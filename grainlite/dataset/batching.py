@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
@@ -74,22 +74,12 @@ def _check_arguments(batch_size: Any, batch_fn: Any) -> tuple[int, Callable[[lis
 
 
 def _hole_maker_upstream(dataset: MapDataset) -> str | None:
-    """The Grain name of a node at or above ``dataset`` that leaves ``None`` holes, if any."""
-    from grainlite.dataset.flat_map import FlatMapMapDataset
-    from grainlite.dataset.transforms import FilterMapDataset
-
-    pending, seen = [dataset], set()
-    while pending:
-        node = pending.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, FilterMapDataset):
-            return "MapDataset.filter"
-        if isinstance(node, FlatMapMapDataset):
-            return "FlatMapMapDataset"
-        pending.extend(p for p in getattr(node, "parents", ()) if isinstance(p, MapDataset))
-    return None
+    """The Grain name of a node at or above ``dataset`` that leaves ``None`` holes, if any (the
+    rule of :func:`~grainlite.dataset.base.first_hole_maker`; a user's node is not refused)."""
+    node = first_hole_maker(dataset, count_unknown=False)
+    if node is None:
+        return None
+    return str(getattr(node, "hole_maker_name", type(node).__name__))
 
 
 class BatchMapDataset(MapDataset):

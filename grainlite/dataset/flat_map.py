@@ -30,7 +30,7 @@ import numpy as np
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
-from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError, shown
 
 
 class MissingFanOutError(GrainliteError, AttributeError):
@@ -70,6 +70,8 @@ class FlatMapMapDataset(MapDataset):
       parent: the ``MapDataset`` whose elements are split.
       transform: a ``FlatMapTransform`` with ``max_fan_out``.
     """
+
+    leaves_holes = True  # the slots past an element's pieces
 
     def __init__(self, parent: MapDataset, transform: Any) -> None:
         super().__init__(parent)
@@ -135,7 +137,12 @@ class FlatMapIterDataset(IterDataset):
         self._flat_map = _flat_map_function(transform)
 
     def __iter__(self) -> FlatMapDatasetIterator:
-        return FlatMapDatasetIterator(iter(self._parent), self._flat_map)
+        fan_out = getattr(self._transform, "max_fan_out", None)
+        if isinstance(fan_out, bool) or not isinstance(fan_out, int | np.integer) or fan_out < 1:
+            fan_out = None  # not needed here: only a restored state is checked against it
+        return FlatMapDatasetIterator(
+            iter(self._parent), self._flat_map, None if fan_out is None else int(fan_out)
+        )
 
     def __str__(self) -> str:
         return f"FlatMapIterDataset(transform={type(self._transform).__name__})"
@@ -144,9 +151,12 @@ class FlatMapIterDataset(IterDataset):
 class FlatMapDatasetIterator(DatasetIterator):
     """Splits the parent's elements; state ``{"parent", "next_index_in_buffer"}``."""
 
-    def __init__(self, parent: DatasetIterator, flat_map: Any) -> None:
+    def __init__(
+        self, parent: DatasetIterator, flat_map: Any, max_fan_out: int | None = None
+    ) -> None:
         super().__init__(parent)
         self._flat_map = flat_map
+        self._max_fan_out = max_fan_out  # the transform's, if it declares one
         self._next_parent = parent.__next__
         self._parent_state: Any = None  # the parent before the element in the buffer (None:
         # nothing read yet, so the parent's own state)
@@ -171,14 +181,52 @@ class FlatMapDatasetIterator(DatasetIterator):
             parent_state = self._parent.get_state()
         return {"parent": parent_state, "next_index_in_buffer": self._position}
 
+    def check_state(self, state: dict[str, Any]) -> int:
+        """``state``'s ``next_index_in_buffer``, if it is an int from 0 to the transform's
+        ``max_fan_out`` (where it declares one); else a ValueError naming the field. Reads
+        nothing (``mp_prefetch`` checks a worker's state with it in the parent)."""
+        position = state["next_index_in_buffer"]
+        if isinstance(position, bool) or not isinstance(position, int | np.integer):
+            raise _bad_buffer_index(f"must be an int, got {shown(position)}")
+        position = int(position)
+        if position < 0:
+            raise _bad_buffer_index(f"must be >= 0, got {position}")
+        fan_out = self._max_fan_out
+        if fan_out is not None and position > fan_out:
+            raise _bad_buffer_index(f"{position} is beyond the transform's max_fan_out {fan_out}")
+        check_parent = getattr(self._parent, "check_state", None)
+        if callable(check_parent):
+            check_parent(state["parent"])
+        return position
+
     def set_state(self, state: dict[str, Any]) -> None:
-        """Re-reads the element being split at ``state`` and skips the pieces returned."""
+        """Re-reads the element being split at ``state`` and skips the pieces returned.
+
+        ``next_index_in_buffer`` must be an int from 0 to the transform's ``max_fan_out`` (if it
+        declares one) and to the pieces of that element (a state taken at the end of the stream
+        has no element): a larger one would skip the element's remaining pieces, so it is a
+        ValueError naming the field."""
+        position = self.check_state(state)
         parent_state = state["parent"]
-        position = int(state["next_index_in_buffer"])
         self._parent.set_state(parent_state)
         self._parent_state = parent_state
         try:
             self._buffer = list(self._flat_map(self._next_parent()))
         except StopIteration:
             self._buffer = []  # a state taken at the end: next() ends the stream again
+            self._position = position
+            return
+        if position > len(self._buffer):
+            pieces = len(self._buffer)
+            self._buffer, self._position = [], 0
+            raise _bad_buffer_index(
+                f"{position} is beyond the {pieces} pieces of the element it points into"
+            )
         self._position = position
+
+
+def _bad_buffer_index(what: str) -> GrainliteValueError:
+    return GrainliteValueError(
+        f"Invalid FlatMap iterator state: next_index_in_buffer {what}. Pass a state returned by "
+        "get_state() of an iterator over the same pipeline (its flat_map must be deterministic)."
+    )

@@ -33,10 +33,10 @@ from grainlite.dataset import worker_slicing
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.mp_state import decode_state, encode_state
 from grainlite.dataset.worker_pipeline import DatasetPipeline
+from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError
 from grainlite.loader.failures import FailedElement, hide_internal_frames
 from grainlite.loader.options import MultiprocessingOptions
-from grainlite.loader.state import IteratorPosition
 from grainlite.stats.counters import ParentCounters
 
 # Grain's mp_prefetch() without options runs this many workers.
@@ -197,14 +197,24 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         states = list(position.states)
         for w, state in enumerate(states):
             if state is None:  # the worker has not delivered yet: its iterator's first state
-                if self._initial[w] is None:
-                    self._initial[w] = self._pipeline.initial_state(w, self._workers)
-                states[w] = self._initial[w]
+                states[w] = self._initial_state(w)
         return encode_state(IteratorPosition(states, position.next_worker, position.exhausted))
 
+    def _initial_state(self, worker: int) -> Any:
+        """Worker ``worker``'s iterator state before its first element (made once)."""
+        if self._initial[worker] is None:
+            self._initial[worker] = self._pipeline.initial_state(worker, self._workers)
+        return self._initial[worker]
+
     def set_state(self, state: dict[str, Any]) -> None:
-        """Moves to ``state`` (from ``get_state`` here or in Grain with the same worker count)."""
-        position = decode_state(state, self._workers)
+        """Moves to ``state`` (from ``get_state`` here or in Grain with the same worker count).
+        A damaged field, a worker's entry included, is a ValueError naming it."""
+        position = decode_state(
+            state,
+            self._workers,
+            self._initial_state,
+            lambda w, entry: self._pipeline.check_state(w, self._workers, entry),
+        )
         self._position = position
         self._stopped_by = None
         self._closed = False

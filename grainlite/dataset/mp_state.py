@@ -8,28 +8,25 @@ and two fields that never vary for it (all workers are in use; nothing is buffer
      "iterators_in_use_states": [{"next_index": 4}, {"next_index": 3}], "exhausted": [0, 0],
      "future_states": {}}
 
-Decoding checks every field by hand (a state may come from a file) and names what is wrong.
+The shape is the engine's one interleave codec (:mod:`grainlite.engine.position`, shared with the
+DataLoader's state). Each worker's entry is checked against the state that worker's iterator has
+before its first element: the same kind of value (a dict with at least the same keys, a list, an
+int, a string), recursively through dicts, so a damaged entry is a ValueError naming the field
+here, not a KeyError or TypeError in a worker, and never a silent restart of that worker.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from grainlite.errors import GrainliteValueError
-from grainlite.loader.state import IteratorPosition
+from grainlite.engine.position import IteratorPosition, decode_interleave, encode_interleave
+from grainlite.errors import GrainliteValueError, shown
 
 
 def encode_state(position: IteratorPosition) -> dict[str, Any]:
     """The state dict of ``position`` (worker states already filled in)."""
-    workers = len(position.states)
-    return {
-        "next_index_in_cycle": position.next_worker,
-        "next_index_in_datasets": workers,
-        "iterators_in_use_indices": list(range(workers)),
-        "iterators_in_use_states": list(position.states),
-        "exhausted": [int(flag) for flag in position.exhausted],
-        "future_states": {},
-    }
+    return encode_interleave(position)
 
 
 def _bad(what: str) -> GrainliteValueError:
@@ -39,30 +36,79 @@ def _bad(what: str) -> GrainliteValueError:
     )
 
 
-def _int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _bad(f"{where} must be an int, got {value!r}")
-    return value
-
-
-def decode_state(state: Any, workers: int) -> IteratorPosition:
-    """The position ``state`` describes for an iterator with ``workers`` workers."""
-    if not isinstance(state, dict) or "iterators_in_use_states" not in state:
-        raise _bad(f"expected a dict with 'iterators_in_use_states', got {state!r}")
-    states = state["iterators_in_use_states"]
+def _other_count(states: Any, workers: int) -> GrainliteValueError:
     if not isinstance(states, list):
-        raise _bad(f"iterators_in_use_states must be a list, got {states!r}")
-    if len(states) != workers:
-        raise GrainliteValueError(
-            f"The mp_prefetch state holds {len(states)} worker states, this iterator has "
-            f"{workers} workers; restore it with MultiprocessingOptions(num_workers="
-            f"{len(states)}), the worker count it was saved with."
-        )
-    flags = state.get("exhausted", [0] * workers)
-    if not isinstance(flags, list) or len(flags) != workers:
-        raise _bad(f"exhausted must be a list of {workers} flags, got {flags!r}")
-    exhausted = [bool(_int(flag, "exhausted")) for flag in flags]
-    next_worker = _int(state.get("next_index_in_cycle", 0), "next_index_in_cycle")
-    if not 0 <= next_worker < workers:
-        raise _bad(f"next_index_in_cycle must be in [0, {workers - 1}], got {next_worker}")
-    return IteratorPosition(list(states), next_worker, exhausted)
+        return _bad(f"iterators_in_use_states must be a list, got {shown(states)}")
+    return GrainliteValueError(
+        f"The mp_prefetch state holds {len(states)} worker states, this iterator has "
+        f"{workers} workers; restore it with MultiprocessingOptions(num_workers="
+        f"{len(states)}), the worker count it was saved with."
+    )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a dict"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, int):
+        return "an int"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return f"a {type(value).__name__}"
+
+
+def check_like(expected: Any, got: Any, where: str) -> None:
+    """Raises the ``mp_prefetch`` state error if ``got`` is not the same kind of value as
+    ``expected`` (an iterator's state before its first element), naming the field ``where``.
+
+    Dicts must hold at least ``expected``'s keys (recursively checked); lists, ints, numbers,
+    bools and strings must be of that kind; a ``None`` in ``expected`` accepts anything."""
+    if expected is None:
+        return
+    kind = _kind(expected)
+    if _kind(got) != kind and not (kind == "a number" and _kind(got) == "an int"):
+        raise _bad(f"{where} must be {kind} like {shown(expected)}, got {shown(got)}")
+    if isinstance(expected, dict):
+        missing = [key for key in expected if key not in got]
+        if missing:
+            raise _bad(f"{where} lacks the keys {shown(missing)}; it is {shown(got)}")
+        for key, value in expected.items():
+            check_like(value, got[key], f"{where}[{key!r}]")
+
+
+def decode_state(
+    state: Any,
+    workers: int,
+    initial_state: Callable[[int], Any] | None = None,
+    check_worker: Callable[[int, Any], None] | None = None,
+) -> IteratorPosition:
+    """The position ``state`` describes for an iterator with ``workers`` workers.
+
+    ``initial_state(w)``: worker ``w``'s iterator state before its first element, which the
+    worker's entry must resemble (see :func:`check_like`); ``check_worker(w, entry)``: raises a
+    ValueError for an entry its nodes refuse (reported here with the field's name). None checks
+    no entry."""
+
+    def read_worker(w: int, entry: Any) -> Any:
+        where = f"iterators_in_use_states[{w}]"
+        if initial_state is not None:
+            check_like(initial_state(w), entry, where)
+        if check_worker is not None:
+            try:
+                check_worker(w, entry)
+            except ValueError as error:
+                raise _bad(f"{where} is refused by its worker's iterator ({error})") from error
+        return entry
+
+    return decode_interleave(
+        state,
+        workers,
+        bad=_bad,
+        other_count=lambda states: _other_count(states, workers),
+        read_worker=read_worker,
+    )

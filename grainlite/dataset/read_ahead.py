@@ -17,18 +17,28 @@ processes sharing the CPUs (see :func:`share_cpus`). Reads that wait get
 large elements (a decoded batch of images) are not read hundreds ahead. Which thread reads never
 changes what is read or in which order.
 
-The threads are daemon threads (a read that hangs cannot hold up interpreter exit, as a
-``ThreadPoolExecutor``'s would) that hold only their task queue, never the reader or the
-iterator; :meth:`BlockReader.close` cancels the queued reads and tells every thread to end. A read
-already running finishes first: no handler can interrupt one.
+A read that raises an ``Exception`` is read again element by element (:func:`read_block`), so the
+error belongs to one element: :meth:`BlockReader.next_block` hands out the good elements before
+it, then raises :class:`ElementReadError` for it (one index), then goes on after it. The elements
+before a failure in its block are thus made twice (their transformations run again); none is
+delivered twice.
+
+The threads are daemon threads that hold only their task queue, never the reader or the
+iterator; :meth:`BlockReader.close` cancels the queued reads, tells every thread to end and waits
+for them (a read already running finishes first: no handler can interrupt one), so no read is
+left inside a C++ reader (array_record) when the interpreter exits. A read that hangs for more
+than :data:`_JOIN_S` (all threads together) is left to its daemon thread with a warning, so it
+cannot hold up exit for long.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -55,6 +65,9 @@ _BLOCKS_TO_TIME = 5
 _CPU_BOUND_SHARE = 0.5
 # At most this many bytes of elements read ahead (and at least one block).
 _READ_AHEAD_BYTES = 64 << 20
+
+# close() waits this long for a read in flight before leaving its thread behind with a warning.
+_JOIN_S = 60.0
 
 # The CPUs this process's reads may use; None: all it may use (see share_cpus).
 _cpus_for_reads: float | None = None
@@ -86,6 +99,45 @@ def _nbytes(tree: Any) -> int:
     return 8
 
 
+class ElementReadError(Exception):
+    """Reading the element at ``index`` raised ``error`` (raised by :meth:`BlockReader.next_block`
+    at that element's place; the reader goes on after it)."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(index, error)
+        self.index, self.error = index, error
+
+
+class _Failed:
+    """The place of an element whose read raised, in a block read element by element."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+class _FailedBlock(list):  # type: ignore[type-arg]
+    """A block read element by element after a failure: holds :class:`_Failed` places."""
+
+
+def read_block(getitems: Callable[[Any], list[Any]], indices: range) -> list[Any]:
+    """``getitems(indices)``; if it raises an ``Exception``, each index read on its own, an
+    element whose read raises held as a :class:`_Failed` place (a :class:`_FailedBlock`)."""
+    try:
+        return getitems(indices)
+    except Exception as error:
+        if len(indices) == 1:
+            return _FailedBlock([_Failed(error)])
+    block = _FailedBlock()
+    for index in indices:
+        try:
+            block.extend(getitems(range(index, index + 1)))
+        except Exception as error:
+            block.append(_Failed(error))
+    return block
+
+
 _Task = tuple[Future, Callable[[Any], Any], Any] | None
 
 
@@ -110,11 +162,12 @@ class _DaemonPool:
 
     def __init__(self, count: int, name: str) -> None:
         self._tasks: queue.SimpleQueue[_Task] = queue.SimpleQueue()
-        self._count = count
-        for k in range(count):
-            threading.Thread(
-                target=_serve, args=(self._tasks,), name=f"{name}-{k}", daemon=True
-            ).start()
+        self.threads = [
+            threading.Thread(target=_serve, args=(self._tasks,), name=f"{name}-{k}", daemon=True)
+            for k in range(count)
+        ]
+        for thread in self.threads:
+            thread.start()
 
     def submit(self, function: Callable[[Any], Any], argument: Any) -> Future:
         """Queues ``function(argument)``; its future holds the result or the error."""
@@ -123,9 +176,23 @@ class _DaemonPool:
         return future
 
     def shutdown(self) -> None:
-        """Tells every thread to end once it has taken the tasks queued before."""
-        for _ in range(self._count):
+        """Tells every thread to end once it has taken the tasks queued before, and waits for
+        them (up to :data:`_JOIN_S` in all: a read in flight finishes first)."""
+        for _ in self.threads:
             self._tasks.put(None)
+        current = threading.current_thread()
+        deadline = time.monotonic() + _JOIN_S  # for all of them together
+        for thread in self.threads:
+            if thread is current:  # a finalizer run by a collection in a reader thread
+                continue
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                warnings.warn(
+                    f"grainlite: a to_iter_dataset read in {thread.name} did not finish within "
+                    f"{_JOIN_S:.0f} s of close(); it is left to finish in its daemon thread.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
 
 class BlockReader:
@@ -143,6 +210,8 @@ class BlockReader:
         self, getitems: Callable[[Any], list[Any]], start: int, stop: int, options: Any
     ) -> None:
         self._getitems = getitems
+        # What a reader thread runs: holds getitems, never this reader.
+        self._read = functools.partial(read_block, getitems)
         self._next = start
         self._stop = stop
         self._threads = int(options.num_threads)
@@ -160,9 +229,38 @@ class BlockReader:
         self._returned_at = 0.0
         self._pool: _DaemonPool | None = None
         self._pending: collections.deque[Future[list[Any]]] = collections.deque()
+        self._rest: list[Any] = []  # what follows a failed element in its block
+        self._rest_index = 0  # the index of self._rest[0]
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        """The reader threads started (none while reading in the consuming thread)."""
+        return list(self._pool.threads) if self._pool is not None else []
 
     def next_block(self) -> list[Any]:
-        """The next block of elements (never empty; the caller stops at ``stop``)."""
+        """The next block of elements (never empty; the caller stops at ``stop``).
+
+        Raises :class:`ElementReadError` at the place of an element whose read raised (it takes
+        one index); the next call goes on after it."""
+        if self._rest:
+            return self._split(self._rest, self._rest_index)
+        start = self._next
+        block = self._next_block()
+        if type(block) is _FailedBlock:
+            return self._split(block, start)
+        return block
+
+    def _split(self, block: list[Any], start: int) -> list[Any]:
+        """The good elements of ``block`` (at index ``start``) before its first failure; keeps
+        the rest (the failure first) for the next calls, raising the failure at its turn."""
+        first = next((k for k, e in enumerate(block) if e.__class__ is _Failed), len(block))
+        if first == 0:
+            self._rest, self._rest_index = block[1:], start + 1
+            raise ElementReadError(start, block[0].error)
+        self._rest, self._rest_index = block[first:], start + first
+        return block[:first]
+
+    def _next_block(self) -> list[Any]:
         if self._pool is not None:
             return self._next_threaded()
         if self._timing and len(self._per_element) >= _BLOCKS_TO_TIME:
@@ -179,7 +277,7 @@ class BlockReader:
         begin = time.perf_counter()
         cpu_begin = time.thread_time()
         stop = min(self._stop, self._next + self._size)
-        block = self._getitems(range(self._next, stop))
+        block = read_block(self._getitems, range(self._next, stop))
         self._next = stop
         end = time.perf_counter()
         cpu = time.thread_time() - cpu_begin
@@ -213,15 +311,16 @@ class BlockReader:
         assert self._pool is not None
         while len(self._pending) < self._depth and self._next < self._stop:
             stop = min(self._stop, self._next + self._block)
-            self._pending.append(self._pool.submit(self._getitems, range(self._next, stop)))
+            self._pending.append(self._pool.submit(self._read, range(self._next, stop)))
             self._next = stop
         return self._pending.popleft().result()
 
     def close(self) -> None:
-        """Cancels the queued reads and lets the threads end; idempotent."""
+        """Cancels the queued reads, ends the threads and waits for them; idempotent."""
         for future in self._pending:
             future.cancel()
         self._pending.clear()
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        self._rest = []
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown()

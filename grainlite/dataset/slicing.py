@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.base import MapDataset, map_lineage
 from grainlite.dataset.shuffle import ShuffleMapDataset
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
@@ -32,16 +32,7 @@ _INT64_SAFE = 2**62
 
 def _reorders_by_epoch(ds: Any) -> bool:
     """Whether ``ds`` or a node below it permutes differently in each epoch (a shuffle)."""
-    stack, seen = [ds], set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, ShuffleMapDataset):
-            return True
-        stack.extend(getattr(node, "_parents", ()))
-    return False
+    return any(isinstance(node, ShuffleMapDataset) for node in map_lineage(ds))
 
 
 class SliceMapDataset(MapDataset):

@@ -7,6 +7,11 @@ built-in nodes; a user's subclass falls back to one ``ds[i]`` per index), in the
 first, and moves to ``ReadOptions`` reader threads only if the reads prove slow (see
 :mod:`grainlite.dataset.read_ahead`). The position is still per element, so a state taken between
 any two elements resumes exactly there.
+
+An exception raised reading an element (a transformation that fails for one record) is raised at
+that element's place, once, and the iterator goes on after it: a failed block is read again
+element by element, its good elements delivered, and a state taken right after the error resumes
+after the failed element (as Grain, which reads element by element).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.dataset.read_ahead import BlockReader
+from grainlite.dataset.read_ahead import BlockReader, ElementReadError
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.loader.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
@@ -127,8 +132,9 @@ class PrefetchDatasetIterator(DatasetIterator):
     """Iterates a ``MapDataset`` in index order; state ``{"next_index": N}``.
 
     Nothing is started at construction (the iterator pickles); the first ``next()`` creates the
-    block reader, whose threads (if any) end on :meth:`close`, at exhaustion, on an error from the
-    parent, and when the iterator is garbage collected.
+    block reader, whose threads (if any) end on :meth:`close` (which waits for them), at
+    exhaustion, on ``set_state``, and when the iterator is garbage collected. An error reading
+    one element does not end them: the iterator goes on after it.
     """
 
     def __init__(self, dataset: PrefetchIterDataset) -> None:
@@ -198,6 +204,9 @@ class PrefetchDatasetIterator(DatasetIterator):
         begin = clock()
         try:
             block = self._reader.next_block()
+        except ElementReadError as failed:  # one element: raised at its place, the read goes on
+            self._base += 1
+            raise failed.error from None
         except BaseException:
             self._stop_reader()
             raise
@@ -238,6 +247,13 @@ class PrefetchDatasetIterator(DatasetIterator):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Moves to ``state["next_index"]``, which must be in ``[0, len(dataset)]``."""
+        next_index = self.check_state(state)
+        self._stop_reader()
+        self._buf, self._end, self._pos, self._base = [], 0, 0, next_index
+
+    def check_state(self, state: dict[str, Any]) -> int:
+        """``state["next_index"]`` if it is an int in ``[0, len(dataset)]``, else Grain's error
+        (a KeyError, a TypeError or an IndexError that is also a ValueError). Reads nothing."""
         next_index = state["next_index"]
         if isinstance(next_index, bool) or not isinstance(next_index, int):
             raise GrainliteTypeError(
@@ -250,11 +266,17 @@ class PrefetchDatasetIterator(DatasetIterator):
                 f"{self._length}: it must be in [0, {self._length}]; restore a state saved from "
                 "an iterator over this same dataset."
             )
-        self._stop_reader()
-        self._buf, self._end, self._pos, self._base = [], 0, 0, next_index
+        return next_index
+
+    @property
+    def read_threads(self) -> list[Any]:
+        """The reader threads this iterator's block reader runs now (none before the reads
+        move to threads, and none after :meth:`close`)."""
+        return self._reader.threads if self._reader is not None else []
 
     def close(self) -> None:
-        """Stops the reader threads (if any); the iterator cannot advance afterwards."""
+        """Stops the reader threads (if any) and waits for them (a read in flight finishes
+        first); the iterator cannot advance afterwards."""
         self._stop_reader()
         self._base += self._pos  # keeps get_state(); next() now reaches _refill and raises
         self._buf, self._end, self._pos = [], 0, 0

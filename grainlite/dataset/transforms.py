@@ -120,6 +120,8 @@ class FilterMapDataset(_ElementwiseMapDataset):
     """``ds.filter(f)``: ``parent[i]`` where ``f`` is true, else ``None`` (a hole)."""
 
     _kind = "filter"
+    leaves_holes = True
+    hole_maker_name = "MapDataset.filter"  # as Grain's errors name it
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, builtins.slice):
@@ -199,6 +201,8 @@ class _ElementwiseIterDataset(IterDataset):
 class MapIterDataset(_ElementwiseIterDataset):
     """``ds.map(f)`` on a stream; the state is the parent's."""
 
+    one_to_one = True
+
     def __iter__(self) -> MapDatasetIterator:
         return MapDatasetIterator(self._parent.__iter__(), self._fn)
 
@@ -216,6 +220,7 @@ class MapWithIndexIterDataset(_ElementwiseIterDataset):
     """``ds.map_with_index(f)`` on a stream: ``f(k, element)`` for the ``k``-th element."""
 
     _kind = "map_with_index"
+    one_to_one = True
 
     def __iter__(self) -> MapWithIndexDatasetIterator:
         return MapWithIndexDatasetIterator(self._parent.__iter__(), self._fn)
@@ -230,6 +235,7 @@ class RandomMapIterDataset(_ElementwiseIterDataset):
     """
 
     _kind = "random_map"
+    one_to_one = True
 
     def __init__(self, parent: IterDataset, transform: Any, *, seed: int | None = None) -> None:
         super().__init__(parent, transform)

@@ -9,7 +9,7 @@ worker iterator's ``get_state()``, the per-worker entry of Grain's ``mp_prefetch
 An exception raised by ``next()`` takes its element's place (the engine re-raises it in the
 parent at that point of the order) and the worker goes on with the next element, as iterating the
 same pipeline in one process does; a worker iterator whose position did not move past the failure
-cannot go on, so its share ends there (as every worker's share does in Grain after an error).
+(a user's node) cannot go on, so its share ends there, and a note on that error says so.
 """
 
 from __future__ import annotations
@@ -98,6 +98,18 @@ class DatasetPipeline:
         finally:
             iterator.close()
 
+    def check_state(self, worker: int, workers: int, state: Any) -> None:
+        """Raises the ValueError of worker ``worker``'s iterator if ``state`` cannot be its
+        state, as far as its nodes tell without reading (their ``check_state``, e.g. a FlatMap's
+        ``next_index_in_buffer`` against ``max_fan_out``). Asked in the parent; reads nothing."""
+        iterator = self.worker_dataset(worker, workers).__iter__()
+        try:
+            check = getattr(iterator, "check_state", None)
+            if callable(check):
+                check(state)
+        finally:
+            iterator.close()
+
     def make_stats(self) -> IteratorStats:
         """The counters :meth:`iterate` reports into (the worker's iterator tree)."""
         return IteratorStats()
@@ -141,9 +153,12 @@ class DatasetPipeline:
                     return
                 except Exception as error:
                     before, state = state, get_state()
+                    stuck = state == before
+                    if stuck:  # the share ends here: said with the error, never silently
+                        error.add_note(_stuck_note(worker, workers, state))
                     yield FailedElement(error), state
-                    if state == before:
-                        return  # the iterator cannot move past the failure: the share ends
+                    if stuck:
+                        return
                     continue
                 if element.__class__ is _RowsLater:
                     element = element.fill(allocate)
@@ -151,6 +166,17 @@ class DatasetPipeline:
                 yield element, state
         finally:
             iterator.close()
+
+
+def _stuck_note(worker: int, workers: int, state: Any) -> str:
+    from grainlite.errors import shown
+
+    return (
+        f"grainlite: the iterator of mp_prefetch worker {worker} of {workers} did not move past "
+        f"this error (its get_state() stayed {shown(state)}), so that worker's share of the "
+        "elements ends here; the other workers go on. Make the iterator's position move past a "
+        "failed element, as grainlite's nodes do, to go on after it."
+    )
 
 
 class _RowsLater:

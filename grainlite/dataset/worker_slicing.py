@@ -31,7 +31,7 @@ import builtins
 from collections.abc import Iterator
 from typing import Any
 
-from grainlite.dataset.base import IterDataset, MapDataset
+from grainlite.dataset.base import IterDataset, MapDataset, first_hole_maker
 from grainlite.errors import GrainliteValueError
 
 
@@ -80,41 +80,26 @@ def _share(count: int, worker: int, workers: int) -> tuple[int, int]:
 
 
 def batch_block(root: IterDataset) -> int:
-    """The batch-aligned block size of the #1129 rule for ``root``, or 1 where it does not apply."""
+    """The batch-aligned block size of the #1129 rule for ``root``, or 1 where it does not apply:
+    between ``root`` and the ``to_iter_dataset`` only batches and nodes that are ``one_to_one``,
+    and no node that leaves or may leave ``None`` holes in the ``MapDataset`` below it (the one
+    rule of :func:`~grainlite.dataset.base.first_hole_maker`)."""
     from grainlite.dataset.batching import BatchIterDataset
-    from grainlite.dataset.transforms import (
-        MapIterDataset,
-        MapWithIndexIterDataset,
-        RandomMapIterDataset,
-    )
 
-    one_to_one = (MapIterDataset, MapWithIndexIterDataset, RandomMapIterDataset)
     block, drops, node = 1, False, root
     while True:
         if isinstance(node, _to_iter_class()):
-            return block if drops and block > 1 and not _may_leave_holes(node.parents[0]) else 1
+            if not drops or block == 1:
+                return 1
+            return block if first_hole_maker(node.parents[0], count_unknown=True) is None else 1
         if len(node.parents) != 1:
             return 1
         if type(node) is BatchIterDataset:
             block *= node._batch_size
             drops = drops or node._drop_remainder
-        elif type(node) not in one_to_one:  # a filter, a flat map or a user's node
+        elif not getattr(node, "one_to_one", False):  # a filter, a flat map or a user's node
             return 1
         node = node.parents[0]
-
-
-def _may_leave_holes(ds: Any) -> bool:
-    """True if a filter (which leaves holes, so blocks of indices are not blocks of elements) is
-    in ``ds``'s lineage, or a node of a user's that may return ``None``."""
-    from grainlite.dataset.transforms import FilterMapDataset
-
-    stack = [ds]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, FilterMapDataset) or not type(node).__module__.startswith("grainlite."):
-            return True
-        stack.extend(node.parents)
-    return False
 
 
 def drops_a_partial_batch_per_worker(root: IterDataset, workers: int) -> bool:

@@ -144,7 +144,7 @@ def _old_streams(
         )
     # Validates every field, and refuses another sampler or data source (not the worker count:
     # ``old`` has the saved one).
-    position = codec.decode_document(document, old, levels)
+    position = codec.decode_document(document, old, levels, getattr(pipeline, "fan_outs", ()))
     end = len(pipeline.sampler) if hasattr(pipeline.sampler, "__len__") else None
     streams = []
     for w, state in enumerate(position.states):
@@ -302,7 +302,8 @@ def restore(state: bytes | str, layout: codec.Layout, pipeline: Any) -> codec.It
     """The position for ``set_state(state)``: exact with the same layout, elastic otherwise."""
     document = codec.load(state)
     if same_layout(document, layout):
-        return codec.decode_document(document, layout, pipeline.flat_maps)
+        fan_outs = getattr(pipeline, "fan_outs", ())
+        return codec.decode_document(document, layout, pipeline.flat_maps, fan_outs)
     field_ = document.get(pending_field.FIELD)
     if field_ is not None and pending_field.layout_of(field_)[1] != layout.shard_count:
         raise CheckpointMismatchError(

@@ -139,6 +139,20 @@ class Pipeline:
         return sum(kind == "flat_map" for kind, _ in self.steps)
 
     @property
+    def fan_outs(self) -> tuple[int | None, ...]:
+        """Each FlatMapTransform's ``max_fan_out``, in order (None where it declares no
+        positive int): a restored ``next_index_in_buffer`` beyond it is refused."""
+        fan_outs: list[int | None] = []
+        for kind, op in self.steps:
+            if kind == "flat_map":
+                value = getattr(op, "max_fan_out", None)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    fan_outs.append(value)
+                else:
+                    fan_outs.append(None)
+        return tuple(fan_outs)
+
+    @property
     def has_flat_map(self) -> bool:
         """True when a FlatMapTransform is present: then states use Grain's nested format."""
         return self.flat_maps > 0

@@ -14,9 +14,11 @@ turned into holes by :mod:`grainlite.loader.elastic`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.engine.position import IteratorPosition, decode_interleave, encode_interleave
 from grainlite.errors import (
     SHOWN_CHARS,
     CheckpointMismatchError,
@@ -61,15 +63,6 @@ class Layout:
         return WorkerSlice.striding(self.shard_index, self.shard_count, worker, self.workers)
 
 
-@dataclass
-class IteratorPosition:
-    """Where an iterator stands: per-worker states, the next worker to read, finished workers."""
-
-    states: list[Any]
-    next_worker: int
-    exhausted: list[bool]
-
-
 def _nested_to_json(state: Any) -> dict[str, Any]:
     if isinstance(state, tuple):
         before, taken = state
@@ -90,17 +83,8 @@ def encode(position: IteratorPosition, layout: Layout) -> bytes:
     document: dict[str, Any]
     if layout.flat_map:
         nested = [_nested_to_json(s) for s in states]
-        if layout.worker_count == 0:
-            document = nested[0]
-        else:
-            document = {
-                "next_index_in_cycle": position.next_worker,
-                "next_index_in_datasets": layout.worker_count,
-                "iterators_in_use_indices": list(range(layout.worker_count)),
-                "iterators_in_use_states": nested,
-                "exhausted": [int(e) for e in position.exhausted],
-                "future_states": {},
-            }
+        workers = layout.worker_count
+        document = encode_interleave(position, nested) if workers else nested[0]
     else:
         # A worker that delivered nothing stores the index before its first (as Grain does).
         last_seen = {str(w): layout.worker_slice(w).index(s - 1) for w, s in enumerate(states)}
@@ -215,33 +199,50 @@ def _check_within_sampler(state: Any, worker: int, layout: Layout) -> None:
         )
 
 
+def _other_worker_count(raw: Any, layout: Layout) -> CheckpointMismatchError:
+    return CheckpointMismatchError(
+        "Worker count in checkpoint does not match dataloader worker count.\n"
+        f"worker count in checkpoint: {len(raw) if isinstance(raw, list) else shown(raw)}\n"
+        f"worker count in dataloader: {layout.worker_count}\n"
+        "Restore with the worker_count the checkpoint was saved with."
+    )
+
+
 def _depth(state: Any) -> int:
     return 1 + _depth(state[0]) if isinstance(state, tuple) else 0
 
 
-def _decode_nested(document: Any, layout: Layout, flat_maps: int) -> IteratorPosition:
+def _check_fan_outs(state: Any, worker: int, fan_outs: Sequence[int | None]) -> None:
+    """Refuses a ``next_index_in_buffer`` beyond its FlatMapTransform's ``max_fan_out`` (the
+    outermost level of a nested state is the last FlatMapTransform): it would skip pieces."""
+    for level, fan_out in enumerate(reversed(fan_outs)):
+        if not isinstance(state, tuple):
+            return
+        state, taken = state
+        if fan_out is not None and taken > fan_out:
+            where = f"worker {worker}'s" + " parent" * level
+            raise _bad(
+                f"{where} next_index_in_buffer {taken} is beyond the max_fan_out {fan_out} of "
+                "its FlatMapTransform: restoring it would skip that element's other outputs"
+            )
+
+
+def _decode_nested(
+    document: Any, layout: Layout, flat_maps: int, fan_outs: Sequence[int | None] = ()
+) -> IteratorPosition:
     if layout.worker_count == 0:
         states = [_nested_from_json(document, "state")]
         exhausted = [False]
         next_worker = 0
     else:
-        if not isinstance(document, dict) or "iterators_in_use_states" not in document:
-            raise _bad("expected the state of a FlatMapTransform pipeline with workers")
-        raw = document["iterators_in_use_states"]
-        if not isinstance(raw, list) or len(raw) != layout.worker_count:
-            raise CheckpointMismatchError(
-                "Worker count in checkpoint does not match dataloader worker count.\n"
-                f"worker count in checkpoint: {len(raw) if isinstance(raw, list) else shown(raw)}\n"
-                f"worker count in dataloader: {layout.worker_count}\n"
-                "Restore with the worker_count the checkpoint was saved with."
-            )
-        states = [_nested_from_json(s, f"worker {w}") for w, s in enumerate(raw)]
-        flags = document.get("exhausted", [0] * layout.worker_count)
-        if not isinstance(flags, list) or len(flags) != layout.worker_count:
-            raise _bad(f"exhausted must be a list of {layout.worker_count} flags")
-        exhausted = [bool(_int(f, "exhausted")) for f in flags]
-        next_worker = _int(document.get("next_index_in_cycle"), "next_index_in_cycle")
-        next_worker %= layout.worker_count
+        position = decode_interleave(
+            document,
+            layout.worker_count,
+            bad=_bad,
+            other_count=lambda raw: _other_worker_count(raw, layout),
+            read_worker=lambda w, entry: _nested_from_json(entry, f"worker {w}"),
+        )
+        states, next_worker, exhausted = position.states, position.next_worker, position.exhausted
     for w, state in enumerate(states):
         _check_within_sampler(state, w, layout)
         if _depth(state) != flat_maps:
@@ -249,6 +250,7 @@ def _decode_nested(document: Any, layout: Layout, flat_maps: int) -> IteratorPos
                 f"worker {w}'s state nests {_depth(state)} FlatMapTransform levels, this loader "
                 f"has {flat_maps}"
             )
+        _check_fan_outs(state, w, fan_outs)
     return IteratorPosition(states, next_worker, exhausted)
 
 
@@ -257,12 +259,20 @@ def load(state: bytes | str) -> Any:
     return _load(state)
 
 
-def decode(state: bytes | str, layout: Layout, flat_maps: int = 0) -> IteratorPosition:
-    """Parses and validates a state for this loader; raises with what differs and how to fix it."""
-    return decode_document(_load(state), layout, flat_maps)
+def decode(
+    state: bytes | str,
+    layout: Layout,
+    flat_maps: int = 0,
+    fan_outs: Sequence[int | None] = (),
+) -> IteratorPosition:
+    """Parses and validates a state for this loader; raises with what differs and how to fix it.
+    ``fan_outs``: each FlatMapTransform's ``max_fan_out`` in order (None: not checked)."""
+    return decode_document(_load(state), layout, flat_maps, fan_outs)
 
 
-def decode_document(document: Any, layout: Layout, flat_maps: int = 0) -> IteratorPosition:
+def decode_document(
+    document: Any, layout: Layout, flat_maps: int = 0, fan_outs: Sequence[int | None] = ()
+) -> IteratorPosition:
     """:func:`decode` for a state already parsed by :func:`load`."""
     if layout.flat_map:
         extra = {}
@@ -273,7 +283,7 @@ def decode_document(document: Any, layout: Layout, flat_maps: int = 0) -> Iterat
             for key in (SKIPPED_FIELD, pending_field.FIELD):
                 if key in document:
                     extra[key] = document.pop(key)
-        position = _decode_nested(document, layout, flat_maps)
+        position = _decode_nested(document, layout, flat_maps, fan_outs)
         pending_field.add_pending(extra, position.states, _where(layout), flat_maps)
         _add_skipped(extra, position.states, layout)
         return position

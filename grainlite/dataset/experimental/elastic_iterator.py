@@ -22,26 +22,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from grainlite.dataset.base import DatasetIterator, MapDataset
+from grainlite.dataset.base import DatasetIterator, MapDataset, first_hole_maker
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.loader.options import ReadOptions
 from grainlite.transforms.batch import validate_batch_size
 
 
 def _holds_filter(ds: MapDataset) -> bool:
-    from grainlite.dataset.flat_map import FlatMapMapDataset
-    from grainlite.dataset.transforms import FilterMapDataset
-
-    pending, seen = [ds], set()
-    while pending:
-        node = pending.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, FilterMapDataset | FlatMapMapDataset):
-            return True
-        pending.extend(p for p in getattr(node, "parents", ()) if isinstance(p, MapDataset))
-    return False
+    """A filter or flat map (a node that leaves ``None`` holes) at or above ``ds``."""
+    return first_hole_maker(ds, count_unknown=False) is not None
 
 
 class ElasticIterator(DatasetIterator):

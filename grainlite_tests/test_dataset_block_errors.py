@@ -1,0 +1,158 @@
+"""A transformation that fails for one record of a ``MapDataset`` read through
+``to_iter_dataset()`` (block reads): every good record is delivered once, the error is raised once
+at its place and the stream goes on after it, in one process (W=0, reads in the consuming thread
+or in reader threads) and under ``mp_prefetch`` (W=2); a state taken right after the error
+resumes after it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+import grainlite as lite
+from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.loader.options import MultiprocessingOptions
+
+pytestmark = pytest.mark.timeout(120)
+
+BAD = 500
+
+
+def fails_at_500(x: int) -> int:
+    if x == BAD:
+        raise ValueError(f"record {x} is broken")
+    return x
+
+
+def slow_fails_at_500(x: int) -> int:
+    time.sleep(0.0003)  # waits (releases the interpreter lock): reads move to reader threads
+    return fails_at_500(x)
+
+
+def build(workers: int, transform: Any = fails_at_500, n: int = 1000) -> Any:
+    ds = (
+        MapDataset.range(n)
+        .map(transform)
+        .to_iter_dataset(read_options=lite.ReadOptions(num_threads=4, prefetch_buffer_size=64))
+    )
+    if workers:
+        ds = ds.mp_prefetch(MultiprocessingOptions(num_workers=workers))
+    return ds
+
+
+def skip_loop(iterator: Any) -> tuple[list[int], int, Any]:
+    """The usual loop that skips failed records: (elements, errors, state after the error)."""
+    got: list[int] = []
+    errors, state_after_error = 0, None
+    while True:
+        try:
+            got.append(next(iterator))
+        except StopIteration:
+            return got, errors, state_after_error
+        except ValueError as error:
+            assert str(error) == f"record {BAD} is broken"
+            errors += 1
+            assert errors == 1, "the same error was raised again"
+            state_after_error = iterator.get_state()
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["W=0", "W=2"])
+def test_every_good_record_is_delivered_once_and_the_error_once_at_its_place(workers):
+    with iter(build(workers)) as iterator:
+        got, errors, _ = skip_loop(iterator)
+    assert errors == 1
+    assert sorted(got) == [x for x in range(1000) if x != BAD]
+    assert len(got) == len(set(got))
+    if workers == 0:
+        assert got == [x for x in range(1000) if x != BAD]  # in order, the error at 500's place
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["W=0", "W=2"])
+def test_a_state_taken_right_after_the_error_resumes_after_it(workers):
+    with iter(build(workers)) as first:
+        delivered: list[int] = []
+        while True:
+            try:
+                delivered.append(next(first))
+            except ValueError:
+                state = first.get_state()
+                break
+    if workers == 0:
+        assert state == {"next_index": BAD + 1} and delivered == list(range(BAD))
+    with iter(build(workers)) as resumed:
+        resumed.set_state(state)
+        rest, errors, _ = skip_loop(resumed)
+    assert errors == 0, "the restored stream raised the error again"
+    assert sorted(delivered + rest) == [x for x in range(1000) if x != BAD]
+
+
+def test_reader_threads_deliver_every_good_record_around_the_error_and_go_on():
+    iterator = iter(build(0, slow_fails_at_500, n=1500))
+    threads_seen = False
+    got: list[int] = []
+    errors = 0
+    while True:
+        try:
+            got.append(next(iterator))
+        except StopIteration:
+            break
+        except ValueError:
+            errors += 1
+            assert iterator.get_state() == {"next_index": BAD + 1}
+        threads_seen = threads_seen or bool(iterator.read_threads)
+    iterator.close()
+    assert threads_seen, "slow reads should have moved to reader threads"
+    assert errors == 1
+    assert got == [x for x in range(1500) if x != BAD]
+
+
+class FailsWithoutMoving(IterDataset):
+    """A user's node whose iterator raises at element 5 and never moves past it."""
+
+    def __init__(self, parent: IterDataset) -> None:
+        super().__init__(parent)
+
+    def __iter__(self) -> DatasetIterator:
+        return _FailsWithoutMovingIterator(self._parent.__iter__())
+
+
+class _FailsWithoutMovingIterator(DatasetIterator):
+    def __init__(self, parent: DatasetIterator) -> None:
+        super().__init__(parent)
+        self._peeked: Any = None
+
+    def __next__(self) -> Any:
+        if self._peeked is None:
+            self._peeked = [next(self._parent)]
+        if self._peeked[0] == 5:
+            raise ValueError("record 5 is stuck")
+        element, self._peeked = self._peeked[0], None
+        return element
+
+    def get_state(self) -> dict[str, Any]:
+        return self._parent.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._parent.set_state(state)
+        self._peeked = None
+
+
+def test_a_worker_whose_iterator_cannot_move_past_an_error_says_so_with_it_never_silently():
+    ds = FailsWithoutMoving(MapDataset.range(12).to_iter_dataset()).mp_prefetch(
+        MultiprocessingOptions(num_workers=2)
+    )
+    got: list[int] = []
+    notes: list[str] = []
+    with iter(ds) as iterator:
+        while True:
+            try:
+                got.append(next(iterator))
+            except StopIteration:
+                break
+            except ValueError as error:
+                assert str(error) == "record 5 is stuck"
+                notes.extend(n for n in getattr(error, "__notes__", []) if "move past" in n)
+    assert len(notes) == 1 and "worker 1 of 2 did not move past this error" in notes[0]
+    assert sorted(got) == [0, 1, 2, 3, 4, 6, 8, 10]  # worker 1's share ends at 5, said so
