@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(120)
 
 SCRIPT = textwrap.dedent(
-    '''
+    """
     import json
     import sys
     import traceback
@@ -74,11 +74,13 @@ SCRIPT = textwrap.dedent(
 
     if __name__ == "__main__":
         main(int(sys.argv[1]))
-    '''
+    """
 )
 
 # One frame of a traceback: its file line and the source line under it.
-FRAME = re.compile(r'  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)\n    (?P<src>.+)')
+FRAME = re.compile(
+    r'  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)\n    (?P<src>.+)'
+)
 
 
 def _tracebacks(script: Path, workers: int) -> dict[str, str]:

@@ -20,7 +20,7 @@ from typing import Any
 from grainlite import shm
 from grainlite.engine import pickling, remote_errors
 from grainlite.engine.flow import acknowledge
-from grainlite.engine.process_group import ProcessGroup
+from grainlite.engine.process_group import ProcessGroup, interrupts_held_back
 from grainlite.engine.protocol import (
     Ack,
     Announce,
@@ -132,22 +132,27 @@ class WorkerStream:
         """
         if self._group.started or self._finished:
             return
-        self._group.start()
         try:
-            shm.remove_stale_segments_automatically()
-            blob = _pickled(self._pipeline)
-            release = getattr(self._pipeline, "release_readers", None)
-            if release is not None:
-                release()  # only the workers read
-            for w in range(self._workers):
-                tag = _worker_tag(self._tag, w)
-                init = Init(
-                    blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits
-                )
-                self._group.send(w, init)
+            # A Ctrl-C while the processes start waits until they all have their Init: it is
+            # then raised here, the except below stops them, and no start-up step can lose it.
+            with interrupts_held_back():
+                self._start_workers()
         except BaseException:
             self.close()
             raise
+
+    def _start_workers(self) -> None:
+        """Starts the interpreters, then sends each its Init (the pipeline, pickled once)."""
+        self._group.start()
+        shm.remove_stale_segments_automatically()
+        blob = _pickled(self._pipeline)
+        release = getattr(self._pipeline, "release_readers", None)
+        if release is not None:
+            release()  # only the workers read
+        for w in range(self._workers):
+            tag = _worker_tag(self._tag, w)
+            init = Init(blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits)
+            self._group.send(w, init)
 
     def close(self) -> None:
         """Stops the workers, removes every shared-memory name they made and drops this
