@@ -207,7 +207,10 @@ def interrupts_held_back() -> Iterator[None]:
     ends, so it is never lost: not even in code that would swallow it (a C extension's import,
     a subprocess half-started), and the block's clean-up always runs whole.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is None
+    ):  # not the main thread, or a handler set outside Python that could not be put back
         yield
         return
     received: list[int] = []
