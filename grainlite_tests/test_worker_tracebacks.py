@@ -3,8 +3,9 @@
 Transforms defined in the script the user runs (``__main__``) travel to the workers by value
 (cloudpickle). The script below is run as ``__main__`` in a new process; its transforms raise at
 ``worker_count=2``, and the re-raised error's traceback text must show each frame of the user's
-code (a transform class at module level calling a helper, and a class and a function nested in
-``main()``) exactly as the same error shows it at ``worker_count=0``.
+code (a transform class at module level calling a helper, a class and a function nested in
+``main()``, and a class typed in a notebook cell, whose file does not exist) exactly as the same
+error shows it at ``worker_count=0``.
 """
 
 from __future__ import annotations
@@ -25,10 +26,19 @@ pytestmark = pytest.mark.timeout(120)
 SCRIPT = textwrap.dedent(
     """
     import json
+    import linecache
     import sys
     import traceback
 
     import grainlite as grain
+
+
+    CELL_NAME = "/nonexistent/ipykernel_1/cell_7.py"
+    CELL_SOURCE = (
+        "class CellTransform(grain.MapTransform):\\n"
+        "    def map(self, element):\\n"
+        "        return 10 // (element - 2)\\n"
+    )
 
 
     def check_record(value):
@@ -52,10 +62,19 @@ SCRIPT = textwrap.dedent(
             def map(self, element):
                 return nested_check(element) + 1
 
+        # A notebook cell: code whose "file" does not exist, its lines kept in linecache (as
+        # IPython keeps every cell's).
+        cell = CELL_NAME
+        cell_lines = CELL_SOURCE.splitlines(keepends=True)
+        linecache.cache[cell] = (len(CELL_SOURCE), None, cell_lines, cell)
+        namespace = {"grain": grain}
+        exec(compile(CELL_SOURCE, cell, "exec"), namespace)
+
         texts = {}
         for name, transform, error_type in [
             ("module level", ChecksRecords(), ValueError),
             ("nested", NestedTransform(), KeyError),
+            ("notebook cell", namespace["CellTransform"](), ZeroDivisionError),
         ]:
             loader = grain.DataLoader(
                 data_source=grain.RangeDataSource(0, 6, 1),
@@ -126,3 +145,9 @@ def test_a_worker_traceback_names_the_scripts_file_line_and_source_line(tmp_path
         for number, _, src in frames:  # each line number points at that source line
             assert lines[int(number) - 1].strip() == src
         assert frames == _user_frames(in_process[name], script), (text, in_process[name])
+    cell = "/nonexistent/ipykernel_1/cell_7.py"
+    text = in_workers["notebook cell"]
+    assert "<dynamic-code>" not in text, text
+    frames = _user_frames(text, Path(cell))
+    assert frames == [("3", "map", "return 10 // (element - 2)")], text
+    assert frames == _user_frames(in_process["notebook cell"], Path(cell))

@@ -6,12 +6,15 @@ each code object's file name (so that its output does not depend on where the co
 leaves a worker's traceback with ``File "<dynamic-code>", line 6, in map``: no file, and no source
 line. :func:`dumps` keeps the real file name, so a worker's traceback names the file, the line and
 (read from that file, as Python does) the source line, as the same error at ``worker_count=0``.
-Line numbers were never lost: only the name is put back.
+Line numbers were never lost: only the name is put back. Code whose file does not exist (a
+notebook cell) carries its source lines from this process's :mod:`linecache`.
 """
 
 from __future__ import annotations
 
 import io
+import linecache
+import os
 import pickle
 import types
 from collections import ChainMap
@@ -19,15 +22,21 @@ from typing import Any
 
 import cloudpickle
 
+from grainlite.engine.code_source import code_with_source
+
 _BLANK_NAME = "<dynamic-code>"  # what cloudpickle writes for every file name
 
 
 def _code_reduce_keeping_file_name(code: types.CodeType) -> Any:
-    """cloudpickle's reduction of ``code`` with the code's own file name in place of the blank."""
+    """cloudpickle's reduction of ``code`` with the code's own file name in place of the blank;
+    for code whose file does not exist (a notebook cell), with its source lines from this
+    process's :mod:`linecache` (see :mod:`~grainlite.engine.code_source`)."""
     constructor, args = cloudpickle.cloudpickle._code_reduce(code)
-    named = tuple(
-        code.co_filename if isinstance(arg, str) and arg == _BLANK_NAME else arg for arg in args
-    )
+    name = code.co_filename
+    named = tuple(name if isinstance(arg, str) and arg == _BLANK_NAME else arg for arg in args)
+    entry: tuple[Any, ...] = linecache.cache.get(name, ())
+    if len(entry) == 4 and entry[1] is None and entry[2] and not os.path.exists(name):
+        return code_with_source, (constructor, named, name, entry[2])
     return constructor, named
 
 
