@@ -94,3 +94,24 @@ def test_iter_starts_the_workers_before_the_first_next():
         assert len(pids) == 2 and os.getpid() not in pids
         _, pid, _, _ = next(iterator)
         assert pid in pids
+
+
+def test_an_mp_prefetch_iterator_starts_its_workers_at_start_prefetch(parent_with_an_accelerator):
+    dataset = (
+        grain.MapDataset.range(12)
+        .map(WhereMade())
+        .to_iter_dataset()
+        .mp_prefetch(grain.MultiprocessingOptions(num_workers=2))
+    )
+    iterator = iter(dataset)
+    try:
+        iterator.start_prefetch()
+        iterator.start_prefetch()  # idempotent
+        pids = iterator._stream.pids()
+        assert len(pids) == 2 and os.getpid() not in pids
+        made = list(iterator)
+    finally:
+        iterator.close()
+    assert sorted(record for record, *_ in made) == list(range(12))
+    _check_made_in_workers(made)
+    assert {pid for _, pid, _, _ in made} == set(pids)
