@@ -24,13 +24,11 @@ grainlite adds one option of its own (Grain has no such option):
 
 and two more:
 
-* ``first_element_in_parent`` (default ``True``): with ``worker_count > 0``, the first element an
-  iterator gives out is made in the calling process while the worker processes start, and the
-  worker whose turn it was takes over right after it; the elements, their order and the states
-  are the same either way. So the first batch comes as fast as with ``worker_count=0``, instead
-  of after a worker interpreter has started. ``False`` makes every element in a worker: for
-  transforms that must never run in the training process (they may crash or hang it, or take
-  an accelerator there).
+* ``first_element_in_parent`` (default ``False``): accepted (a bool) and stored, and changes
+  nothing. Earlier grainlite versions made an iterator's first element in the calling process
+  while the workers started; now every element is made in a worker process, with the worker
+  environment, and the workers start at ``iter()``. The option stays so code that set it keeps
+  running.
 * ``worker_timeout_s`` (default ``None``): how long ``next()`` waits for a worker that sends
   nothing before it raises :class:`~grainlite.WorkerTimeoutError` naming the worker, its pid and
   where it stands in the stream (``None``: wait as long as it takes). Whatever the value, a worker
@@ -116,7 +114,7 @@ def update(name: str, value: Any) -> None:
         if not isinstance(value, bool):
             raise GrainliteTypeError(
                 f"grain.config option {_FIRST_IN_PARENT} must be a bool (got {value!r} of type "
-                f"{type(value).__name__}); pass False to make every element in a worker process."
+                f"{type(value).__name__}); it has no effect: every element is made in a worker."
             )
         _stored[name] = value
         return
@@ -166,7 +164,7 @@ def get_or_default(name: str) -> Any:
     if name == _WORKER_TIMEOUT:
         return _stored.get(name)
     if name == _FIRST_IN_PARENT:
-        return _stored.get(name, True)
+        return _stored.get(name, False)
     if name not in _DEFAULTS:
         raise _unknown(name)
     if name == "py_traceback_filtering":

@@ -53,14 +53,3 @@ def leaves_no_processes_or_shared_memory():
     for name in segments:
         shm.unlink(name)
     pytest.fail(f"left behind: child processes {sorted(children)}, segments {sorted(segments)}")
-
-
-@pytest.fixture
-def every_element_in_workers():
-    """Turns the head start off (grain.config's ``first_element_in_parent``), for tests of what
-    only a worker process does with an element."""
-    from grainlite import config
-
-    config.update("first_element_in_parent", False)
-    yield
-    config.update("first_element_in_parent", True)

@@ -774,4 +774,7 @@ def element_larger_than_buffers(tmp: Path) -> str:
 
 
 # The scenarios of fault_more_scenarios come after these in SCENARIOS and in the table.
-from grainlite_tests import fault_more_scenarios  # noqa: E402, F401
+from grainlite_tests import fault_more_scenarios  # noqa: E402, F401, I001
+
+# Then those of fault_engine_scenarios (the worker engine).
+from grainlite_tests import fault_engine_scenarios  # noqa: E402, F401

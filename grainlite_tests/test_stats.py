@@ -86,9 +86,9 @@ def test_loader_stats_count_every_element_and_stay_within_the_wall_time(worker_c
     if worker_count:
         assert stats.worker_count == 2 and stats.buffer is not None and stats.buffer.size == 1
         transport = table[("transport", "workers")]
-        # Every batch crossed to the parent but the first, made in the parent (the head start).
-        assert transport.elements_in == 15
-        assert 0 < stats.time_to_first_element < stats.start_up_seconds <= stats.wall_seconds
+        # Every batch was made in a worker and crossed to the parent.
+        assert transport.elements_in == 16
+        assert 0 < stats.time_to_first_element == stats.start_up_seconds <= stats.wall_seconds
         assert sum(s.share for s in stats.stages if s.where == "workers") <= 1.0 + 1e-9
     else:
         assert stats.buffer is None

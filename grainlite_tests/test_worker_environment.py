@@ -53,9 +53,7 @@ def parent_sees_accelerators(monkeypatch):
     monkeypatch.delenv(config.HIDE_ACCELERATORS_ENV)
 
 
-def test_a_worker_sees_no_accelerator_by_default(
-    parent_sees_accelerators, every_element_in_workers
-):
+def test_a_worker_sees_no_accelerator_by_default(parent_sees_accelerators):
     assert config.get_or_default("hide_accelerators_in_workers") is True
     assert worker_sees() == {
         "CUDA_VISIBLE_DEVICES": "-1",
@@ -67,9 +65,7 @@ def test_a_worker_sees_no_accelerator_by_default(
     assert set(HIDDEN_ACCELERATORS) == set(PARENT_VALUES)
 
 
-def test_opting_out_gives_workers_the_parents_accelerators(
-    parent_sees_accelerators, every_element_in_workers
-):
+def test_opting_out_gives_workers_the_parents_accelerators(parent_sees_accelerators):
     config.update("hide_accelerators_in_workers", False)
     assert os.environ[config.HIDE_ACCELERATORS_ENV] == "0"
     assert config.get_or_default("hide_accelerators_in_workers") is False

@@ -300,7 +300,7 @@ def test_an_unpicklable_part_raises_its_own_error_with_a_note_naming_it_as_grain
     ]
 
 
-def test_workers_never_take_an_accelerator(every_element_in_workers):
+def test_workers_never_take_an_accelerator():
     class ReportPlatforms(grain.MapTransform):
         def map(self, x):
             return np.frombuffer(os.environ.get("JAX_PLATFORMS", "").encode(), np.uint8)

@@ -224,6 +224,14 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             self._stream.close()
             self._stream = None
 
+    def start_prefetch(self) -> None:
+        """Starts the worker processes now, before the first ``next()``, as Grain's iterators
+        do; idempotent. A later ``set_state`` moves the running workers."""
+        idle = self._stream is None and self._stopped_by is None and not self._closed
+        if idle and not all(self._position.exhausted):
+            self._stream = self._start()
+            self._stream.start()
+
     def close(self) -> None:
         """Stops the worker processes and removes their shared memory now. Idempotent."""
         self._release()

@@ -22,6 +22,7 @@ import cloudpickle
 
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
+from grainlite.engine import pickling
 from grainlite.engine.malloc import keep_freed_memory
 from grainlite.loader.failures import FailedElement
 from grainlite.stats.collect import IteratorStats
@@ -68,7 +69,7 @@ class DatasetPipeline:
         """The pipeline, cloudpickled for the workers (once; the error says what cannot travel)."""
         if self._blob is None:
             try:
-                self._blob = cloudpickle.dumps(self)
+                self._blob = pickling.dumps(self)
             except Exception as error:
                 error.add_note(
                     "grainlite: the dataset under mp_prefetch cannot be pickled for the worker "

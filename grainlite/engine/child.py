@@ -93,13 +93,8 @@ class _Worker:
         os._exit(code)
 
     # Producing -------------------------------------------------------------------------------
-    def run(self, pipeline: Any, worker: int, workers: int, state: Any, deferred: bool) -> None:
+    def run(self, pipeline: Any, worker: int, workers: int, state: Any) -> None:
         assert self.pool is not None
-        if deferred:  # the parent makes the element before ours: wait for the state after it
-            while self.restart is None:
-                self.receive()
-            self.generation, state, self.credits = self.restart
-            self.restart = None
         allocate = self.pool.allocate if pipeline.batches_last else None
         make_stats = getattr(pipeline, "make_stats", None)
         stats = self.counters.pipeline = make_stats() if make_stats is not None else None
@@ -230,7 +225,7 @@ def main() -> None:
         worker.send(report(error, 0, None))
         while True:
             worker.receive()
-    worker.run(pipeline, init.worker, init.workers, init.state, init.deferred)
+    worker.run(pipeline, init.worker, init.workers, init.state)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,10 @@ import os
 import secrets
 from typing import Any
 
-import cloudpickle
-
 from grainlite import shm
-from grainlite.engine import remote_errors
+from grainlite.engine import pickling, remote_errors
 from grainlite.engine.flow import acknowledge
-from grainlite.engine.head_start import head_start_worker, make_here
-from grainlite.engine.process_group import ProcessGroup
+from grainlite.engine.process_group import ProcessGroup, interrupts_held_back
 from grainlite.engine.protocol import (
     Ack,
     Announce,
@@ -50,13 +47,13 @@ def check_picklable(pipeline: Pipeline) -> bytes:
     that cannot travel (``data_source``, ``sampler`` or ``operations[i]``) and the fix.
     """
     try:
-        return cloudpickle.dumps(pipeline)
+        return pickling.dumps(pipeline)
     except Exception as error:
         parts = [("data_source", pipeline.source), ("sampler", pipeline.sampler)]
         parts += [(f"operations[{i}]", op) for i, op in enumerate(pipeline.operations)]
         for name, part in parts:
             try:
-                cloudpickle.dumps(part)
+                pickling.dumps(part)
             except Exception as part_error:
                 part_error.add_note(
                     f"grainlite: the DataLoader's {name} ({type(part).__name__}) cannot be "
@@ -123,42 +120,48 @@ class WorkerStream:
         self._group = ProcessGroup(self._workers, self._tag)
         self._mappers = [SlabMapper() for _ in range(self._workers)]
         self._finished = False
-        self._head_start: int | None = None  # the worker whose element the parent makes first
         self._stall = StallWatch(self._group.ready, self._group.pid, self._describe)
 
     # Lifecycle -------------------------------------------------------------------------------
-    def start(self, head_start: bool = False) -> None:
+    def start(self) -> None:
         """Starts the worker processes; the pipeline is pickled while their interpreters start.
 
-        ``head_start``: the first element will be made here (see :mod:`~grainlite.engine.
-        head_start`), so the worker whose turn it is waits for the state after it.
+        Every element is made in a worker, with the worker environment; this process only
+        merges. Idempotent; an iterator calls it at ``iter()`` (``start_prefetch()``), so the
+        interpreters start before the first ``next()``.
         """
         if self._group.started or self._finished:
             return
-        self._group.start()
         try:
-            shm.remove_stale_segments_automatically()
-            blob = _pickled(self._pipeline)
-            if head_start:
-                self._head_start = head_start_worker(self._pipeline, self._next, self._exhausted)
-            release = getattr(self._pipeline, "release_readers", None)
-            if self._head_start is None and release is not None:
-                release()  # only the workers read
-            for w in range(self._workers):
-                tag = _worker_tag(self._tag, w)
-                init = Init(
-                    blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits,
-                    deferred=w == self._head_start,
-                )  # fmt: skip
-                self._group.send(w, init)
+            # A Ctrl-C while the processes start waits until they all have their Init: it is
+            # then raised here, the except below stops them, and no start-up step can lose it.
+            with interrupts_held_back():
+                self._start_workers()
         except BaseException:
             self.close()
             raise
 
+    def _start_workers(self) -> None:
+        """Starts the interpreters, then sends each its Init (the pipeline, pickled once)."""
+        self._group.start()
+        shm.remove_stale_segments_automatically()
+        blob = _pickled(self._pipeline)
+        release = getattr(self._pipeline, "release_readers", None)
+        if release is not None:
+            release()  # only the workers read
+        for w in range(self._workers):
+            tag = _worker_tag(self._tag, w)
+            init = Init(blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits)
+            self._group.send(w, init)
+
     def close(self) -> None:
-        """Stops the workers and removes every shared-memory name they made. Idempotent."""
+        """Stops the workers, removes every shared-memory name they made and drops this
+        stream's mappings of their slabs (each holds a file descriptor). Arrays the caller still
+        holds keep their own slab mapped until they are garbage-collected. Idempotent."""
         self._finished = True
         self._group.close()
+        for mapper in self._mappers:
+            mapper.close()
 
     def restart(self, position: IteratorPosition) -> bool:
         """Moves the running workers to ``position`` without restarting the processes.
@@ -172,7 +175,6 @@ class WorkerStream:
         if not self._group.started:
             return True
         self._generation += 1
-        self._head_start = None  # the Restart below starts that worker too
         try:
             for w in range(self._workers):
                 self._group.send(w, Restart(self._generation, self._states[w], self._credits))
@@ -202,10 +204,10 @@ class WorkerStream:
         if self._finished:
             raise StopIteration
         if not self._group.started:
-            self.start(head_start=True)
+            self.start()
+        if not self.counters.started_ns:  # started before the first next(): count from here
+            self.counters.start()
         try:
-            if self._head_start is not None:
-                return self._made_here()
             return self._next_element()
         except StopIteration:
             if not self.linger_at_end:
@@ -251,26 +253,6 @@ class WorkerStream:
             if not counters.warm_ns:
                 counters.warm()
             return element
-
-    def _made_here(self) -> Any:
-        """The head start: the next element made in this process, then its worker takes over."""
-        w, self._head_start = self._head_start, None
-        assert w is not None
-        self._next = w  # the workers before it in the order are done
-        begin = clock()
-        made = make_here(self._pipeline, w, self._workers, self._states[w])
-        if made is not None:
-            self._states[w] = made.state
-        self._group.send(w, Restart(self._generation, self._states[w], self._credits))
-        if made is None:  # its share is empty: the worker will say End
-            return self._next_element()
-        self._next = (w + 1) % self._workers
-        counters = self.counters
-        counters.parent_stages = made.stages
-        counters.wait_ns += clock() - begin
-        counters.delivered += 1
-        counters.first_element()
-        return made.element
 
     def _describe(self, w: int) -> str:
         """Where worker ``w`` stands, in words, for a report that it is silent."""

@@ -179,7 +179,7 @@ def _shutdown(handles: list[_Handle], tag: str, creator: int) -> None:
         # A child made by os.fork() inherited this group: the workers and their shared memory
         # belong to the parent, which still uses them. The child leaves them alone.
         return
-    with _interrupts_held_back():
+    with interrupts_held_back():
         try:
             for handle in handles:
                 with contextlib.suppress(OSError):
@@ -200,9 +200,17 @@ def _shutdown(handles: list[_Handle], tag: str, creator: int) -> None:
 
 
 @contextlib.contextmanager
-def _interrupts_held_back() -> Iterator[None]:
-    """Defers SIGINT (Ctrl-C) until the block is done, where that is possible (main thread)."""
-    if threading.current_thread() is not threading.main_thread():
+def interrupts_held_back() -> Iterator[None]:
+    """Defers SIGINT (Ctrl-C) until the block is done, where that is possible (main thread).
+
+    A Ctrl-C that arrived meanwhile is raised (the previous handler is called) when the block
+    ends, so it is never lost: not even in code that would swallow it (a C extension's import,
+    a subprocess half-started), and the block's clean-up always runs whole.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is None
+    ):  # not the main thread, or a handler set outside Python that could not be put back
         yield
         return
     received: list[int] = []

@@ -9,7 +9,6 @@ One worker's life, as the parent sees it::
     parent                                worker
       | ── (interpreter starts) ──────────▶ |   imports only the engine
       | ── Init(pipeline, slice, state) ──▶ |   unpickles the pipeline, starts producing
-      | ── Restart(0, state, credit) ─────▶ |   (deferred Init only) starts producing from here
       | ◀──────── Element(gen, state, ...) ─ |   one per finished element, while it has credit
       | ◀──────── ErrorReport(gen, state, ..)|   a transform raised: in that element's place
       | ── Ack(credit, released slabs) ───▶ |   the parent took an element / arrays were freed
@@ -19,10 +18,8 @@ One worker's life, as the parent sees it::
       | ── Restart(gen, state, credit) ───▶ |   set_state(): start over from ``state``
       | ── Stop() ────────────────────────▶ |   close(): exit now
 
-**A head start.** The parent may make the first element of the stream itself while the workers'
-interpreters start (grain.config's ``first_element_in_parent``). The worker whose element that
-was gets a *deferred* Init: it unpickles the pipeline, then waits for a ``Restart`` of generation
-0 carrying the state after the element the parent made, and produces from there.
+**Every element is made in a worker.** The parent never runs the pipeline: it starts the
+interpreters (at ``iter()``, before the first ``next()``), sends each its Init, and merges.
 
 **Credits (flow control).** A worker may have at most ``credits`` elements sent and not yet taken
 by the parent (``worker_buffer_size``). Each Element or ErrorReport spends one; the parent returns
@@ -67,7 +64,6 @@ class Init(NamedTuple):
     owner_pid: int  # the parent's pid, recorded in slab names (it owns their lifetime)
     tag: str  # slab name tag of this worker
     credits: int  # elements it may send before the first Ack
-    deferred: bool = False  # wait for a Restart with the state to start from (a head start)
 
 
 class Ack(NamedTuple):

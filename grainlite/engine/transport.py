@@ -220,6 +220,11 @@ class SlabMapper:
 
         return map_leaves_keeping_order(to_array, payload)
 
+    def close(self) -> None:
+        """Drops this mapper's own mapping of every slab: a slab's memory (and the file
+        descriptor its mapping holds) is freed once no array of a delivered element uses it."""
+        self._slabs.clear()
+
     def take_released(self) -> list[int]:
         """Slabs whose arrays are all gone since the last call."""
         released = []
@@ -266,26 +271,6 @@ class _MainByName(pickle.Pickler):
         ):
             return _from_main, (obj.__qualname__,)
         return NotImplemented
-
-
-def check_sendable(element: Any) -> None:
-    """Raises what a worker would report if ``element`` could not be sent to the parent.
-
-    For an element made in the parent (the head start, :mod:`grainlite.engine.head_start`): it
-    crosses no process, yet it obeys the rule every other element of a worker stream obeys. Only
-    what a worker would pickle is pickled here (arrays bound for shared memory are left out), so
-    the check costs little.
-    """
-    from grainlite.shm.array import SharedMemoryArray  # pickling one hands its name out: skip
-
-    skeleton = map_leaves_keeping_order(
-        lambda leaf: None if _shareable(leaf) or isinstance(leaf, SharedMemoryArray) else leaf,
-        element,
-    )
-    try:
-        dumps(skeleton)
-    except Exception as error:
-        raise unsendable_element_error(element, error) from error
 
 
 def unsendable_element_error(element: Any, error: BaseException) -> GrainliteTypeError:

@@ -142,8 +142,15 @@ class DataLoader:
         return loader_length(self._pipeline, self._layout.worker_count)
 
     def __iter__(self) -> DataLoaderIterator:
-        """A new iterator from the start; each call starts over."""
-        return DataLoaderIterator(self)
+        """A new iterator from the start; each call starts over.
+
+        With ``worker_count > 0`` the worker processes start here, so their interpreters start
+        while the caller does other work before the first ``next()``.
+        """
+        iterator = DataLoaderIterator(self)
+        if self._layout.worker_count > 0:
+            iterator.start_prefetch()
+        return iterator
 
 
 class DataLoaderIterator(Iterator[Any]):
@@ -171,7 +178,6 @@ class DataLoaderIterator(Iterator[Any]):
             self.set_state(state)
 
     def _start(self) -> Any:
-        self._counters.start()
         if self._profiler is None and self._loader.multiprocessing_options.enable_profiling:
             from grainlite.stats.profiling import Profiler
 
@@ -196,6 +202,7 @@ class DataLoaderIterator(Iterator[Any]):
                     "This iterator was closed; call iter(loader) for a new one, or restore a "
                     "saved state into a new iterator with set_state()."
                 )
+            self._counters.start()
             stream = self._stream = self._start()
         try:
             element = stream.next()
@@ -213,7 +220,11 @@ class DataLoaderIterator(Iterator[Any]):
         return element
 
     def start_prefetch(self) -> None:
-        """Starts reading (and worker processes) before the first ``next()``; idempotent."""
+        """Starts the worker processes (if any) before the first ``next()``; idempotent.
+
+        ``iter(loader)`` already calls it; after ``set_state`` on a new iterator the running
+        workers move to the restored position. Every element is made in a worker process.
+        """
         if self._stream is None and not self._closed:
             self._stream = self._start()
             self._stream.start()

@@ -12,8 +12,6 @@ Once an element from a later record is delivered, the state is a plain position 
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import itertools
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -85,44 +83,10 @@ class Pipeline:
     shard_count: int
     read_options: ReadOptions
 
-    @property
-    def runs_in_parent(self) -> bool:
-        """True when the parent may make the first element while the workers start (see
-        :mod:`grainlite.engine.head_start`): :meth:`iterate` leaves this object as it was, and a
-        worker resumes exactly after any element from its state. Not with a custom operation
-        (Grain's ``Operation``): its state does not hold what it buffers between elements."""
-        return all(kind != "operation" for kind, _ in self.steps)
-
-    def copy_for_parent(self) -> Pipeline:
-        """A copy to make the head start with (:mod:`grainlite.engine.head_start`).
-
-        The transforms, the sampler and any source grainlite does not know are deep-copied, so
-        the user's objects are never run in this process: a transform or source that opens a
-        file or a lock on first use would otherwise hold it here, and fail to pickle for the next
-        iterator's workers. A deep copy keeps classes and functions themselves (a namedtuple type
-        of the user's script stays that type). Plain containers and grainlite's own sources,
-        which keep no such state, are shared; a pipeline that cannot be copied is used as it is.
-        """
-        from grainlite.sources.array_record import ArrayRecordDataSource
-        from grainlite.sources.in_memory import InMemoryDataSource
-        from grainlite.sources.range import RangeDataSource
-
-        shared = (list, tuple, range, ArrayRecordDataSource, InMemoryDataSource, RangeDataSource)
-        keep = type(self.source) in shared
-        try:
-            source, sampler, steps = copy.deepcopy(
-                (None if keep else self.source, self.sampler, self.steps)
-            )
-        except Exception:
-            return self
-        return dataclasses.replace(
-            self, source=self.source if keep else source, sampler=sampler, steps=steps
-        )
-
     def release_readers(self) -> None:
         """Closes the files this process opened for reading, where the source can reopen them
-        on its next read (grainlite's ArrayRecordDataSource): after a head start, the parent
-        keeps no reader (and its index in memory) that only the workers will use."""
+        on its next read (grainlite's ArrayRecordDataSource): the parent keeps no reader (and its
+        index in memory) that only the workers use."""
         from grainlite.sources.array_record import ArrayRecordDataSource
 
         if type(self.source) is ArrayRecordDataSource:

@@ -162,22 +162,20 @@ class ParentCounters:
       started_ns: when the first ``next()`` started (0: not yet).
       first_ns: when the first element was returned (0: not yet).
       warm_ns: when the first element made by a worker process was returned (0: not yet, or no
-        workers); later than ``first_ns`` only after a head start.
+        workers); every element of a worker stream is made by a worker, so it equals ``first_ns``
+        there.
       ended_ns: when the stream ended or was closed (0: still running).
       wait_ns: time ``next()`` spent blocked on workers (worker streams only).
       transport_ns: time turning worker messages into elements (shared memory mapping, unpickling).
       delivered: elements returned.
       workers: the latest snapshot of each worker (cumulative numbers).
       worker_count: how many worker processes (0: in this process).
-      parent_stages: stage snapshots of the element made in this process while the workers
-        started (the head start; see :mod:`grainlite.engine.head_start`), counted with theirs.
     """
 
     __slots__ = (
         "delivered",
         "ended_ns",
         "first_ns",
-        "parent_stages",
         "started_ns",
         "transport_ns",
         "wait_ns",
@@ -191,7 +189,6 @@ class ParentCounters:
         self.wait_ns = self.transport_ns = self.delivered = 0
         self.workers: dict[int, dict[str, Any]] = {}
         self.worker_count = worker_count
-        self.parent_stages: list[dict[str, Any]] = []
 
     def start(self) -> None:
         """Marks the start of iteration (worker start-up counts from here); idempotent."""
@@ -208,7 +205,8 @@ class ParentCounters:
         """Marks the first element made by a worker returned (and the first element); idempotent."""
         if not self.warm_ns:
             self.warm_ns = clock()
-        self.first_element()
+        if not self.first_ns:
+            self.first_ns = self.warm_ns
 
     def warm_seconds(self) -> float | None:
         """Seconds from the first ``next()`` to the first element made by a worker, or None."""

@@ -80,9 +80,8 @@ class Stats:
         diagnosis spells the options.
       notes: extra lines for the table.
       start_up_seconds: seconds from the first ``next()`` until the stream was warm: until the
-        first element made by a worker process arrived. With the head start
-        (:mod:`grainlite.engine.head_start`) the first element comes before that, and the
-        workers' start-up is waited out by the next ``next()``. None: the same as
+        first element made by a worker process arrived (every element is, so it equals
+        ``time_to_first_element`` once that is known). None: the same as
         ``time_to_first_element``.
     """
 
@@ -174,7 +173,7 @@ def build(
     workers = list(parent.workers.values())
     if parent.worker_count and workers:
         worker_time = sum(w["wall"] for w in workers)
-        stages = merge_stages([w["stages"] for w in workers] + [parent.parent_stages])
+        stages = merge_stages([w["stages"] for w in workers])
         sent = sum(w["sent"] for w in workers)
         stages.append(
             {

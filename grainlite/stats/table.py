@@ -42,7 +42,7 @@ def header(stats: Stats) -> str:
 
 
 def _start_up(stats: Stats) -> str:
-    """How worker start-up shows in the header: in the first element, or after it (head start)."""
+    """How worker start-up shows in the header: included in the first element."""
     if not stats.worker_count:
         return ""
     warm = stats.start_up_seconds
