@@ -17,6 +17,7 @@ they are used.
 from __future__ import annotations
 
 import importlib
+import os
 import typing
 from typing import Any
 
@@ -41,6 +42,7 @@ if typing.TYPE_CHECKING:
         RECORD_KEY,
         SEED,
     )
+    from grainlite.as_grain import install_as_grain
     from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
     from grainlite.errors import (
         CheckpointMismatchError,
@@ -136,6 +138,7 @@ _LAZY_NAMES = {
     "MultiprocessingOptions": "grainlite.loader.options",
     "ReadOptions": "grainlite.loader.options",
     "load": "grainlite.loading",
+    "install_as_grain": "grainlite.as_grain",
     "Record": "grainlite.sampling.records",
     "RecordMetadata": "grainlite.sampling.records",
     "IndexSampler": "grainlite.sampling.samplers",
@@ -270,6 +273,7 @@ __all__ = [
     "constants",
     "device_put",
     "experimental",
+    "install_as_grain",
     "load",
     "multiprocessing",
     "remove_stale_segments",
@@ -278,3 +282,8 @@ __all__ = [
     "sources",
     "transforms",
 ]
+
+# GRAINLITE_AS_GRAIN=1: `import grain` gives grainlite in this process (grainlite/as_grain.py).
+# install_as_grain() sets it too, so grainlite's worker processes do the same when they start.
+if os.environ.get("GRAINLITE_AS_GRAIN", "") not in ("", "0"):
+    importlib.import_module("grainlite.as_grain").install_from_environment()
