@@ -33,6 +33,7 @@ if typing.TYPE_CHECKING:
         sources,
         transforms,
     )
+    from grainlite.as_grain import install_as_grain
     from grainlite.constants import (
         DATASET_INDEX,
         EPOCH,
@@ -42,7 +43,6 @@ if typing.TYPE_CHECKING:
         RECORD_KEY,
         SEED,
     )
-    from grainlite.as_grain import install_as_grain
     from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
     from grainlite.errors import (
         CheckpointMismatchError,

@@ -78,7 +78,10 @@ def _parents(name: str) -> list[str]:
 
 # The packages on the way to a client alias (grain._src, grain._src.python, ...): empty modules.
 _INTERMEDIATE = frozenset(
-    parent for alias in CLIENT_ALIASES for parent in _parents(alias) if parent not in PUBLIC_NAMESPACES
+    parent
+    for alias in CLIENT_ALIASES
+    for parent in _parents(alias)
+    if parent not in PUBLIC_NAMESPACES
 )
 
 
@@ -179,9 +182,7 @@ def install_as_grain() -> None:
 
     if is_installed():
         return
-    loaded = sorted(
-        name for name in sys.modules if name == "grain" or name.startswith("grain.")
-    )
+    loaded = sorted(name for name in sys.modules if name == "grain" or name.startswith("grain."))
     if loaded:
         origin = getattr(sys.modules[loaded[0]], "__file__", None)
         raise GrainliteRuntimeError(

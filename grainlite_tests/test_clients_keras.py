@@ -1,5 +1,5 @@
-"""Keras 3, unchanged, on grainlite through ``install_as_grain()``: Keras's own ``import grain`` gets
-grainlite, and ``model.fit``/``evaluate``/``predict`` on a MapDataset, an IterDataset under
+"""Keras 3, unchanged, on grainlite through ``install_as_grain()``: Keras's own ``import grain``
+gets grainlite, and ``model.fit``/``evaluate``/``predict`` on a MapDataset, an IterDataset under
 ``mp_prefetch(2)`` and a DataLoader train on exactly the batches the dataset yields, give the real
 Grain's numbers bit for bit, and a run restored from a saved iterator state trains on the same
 batches. Each program runs in a fresh interpreter (grainlite_tests/keras_client_job.py), where
@@ -101,7 +101,9 @@ def test_the_data_loaders_private_attributes_that_keras_reads_mean_what_they_mea
     )
     theirs = real_grain.DataLoader(
         data_source=source,
-        sampler=real_grain.samplers.IndexSampler(20, real_grain.sharding.NoSharding(), num_epochs=1),
+        sampler=real_grain.samplers.IndexSampler(
+            20, real_grain.sharding.NoSharding(), num_epochs=1
+        ),
         operations=[real_grain.transforms.Batch(4)],
         enable_profiling=False,
         **kwargs,
@@ -127,4 +129,6 @@ def test_the_data_loaders_private_attributes_that_keras_reads_mean_what_they_mea
         read_options=ours._read_options,
         enable_profiling=ours._multiprocessing_options.enable_profiling,
     )
-    assert [b.tolist() for b in rebuilt] == [[10 * i for i in range(j, j + 4)] for j in (0, 4, 8, 12, 16)]
+    assert [b.tolist() for b in rebuilt] == [
+        [10 * i for i in range(j, j + 4)] for j in (0, 4, 8, 12, 16)
+    ]

@@ -1,4 +1,4 @@
-"""``python -m grainlite run script.py [args]``: run a script with ``import grain`` giving grainlite.
+"""``python -m grainlite run script.py [args]``: a script whose ``import grain`` gives grainlite.
 
 The script runs as ``__main__`` (as ``python script.py`` would run it), after
 :func:`grainlite.install_as_grain`, so library code it calls that imports ``grain`` (Keras's

@@ -7,8 +7,8 @@ This module gives those two names that contract, so that code runs under
 ``grainlite.install_as_grain()`` (the path is aliased in grainlite/as_grain.py):
 
 - ``_TFRecordReader(path)``: ``self._reader`` is a binary file object; ``next()`` returns the
-  next record's bytes (checked as :class:`~grainlite.dataset.experimental.tfrecord.TFRecordIterDataset`
-  checks them), ``tell()``/``seek(offset)`` are byte offsets of records;
+  next record's bytes (checked as :class:`TFRecordIterDataset` checks them), ``tell()`` and
+  ``seek(offset)`` are byte offsets of records;
 - ``_TFRecordDatasetIterator(path)``: a DatasetIterator over ``self._reader``, with Grain's state
   ``{"reader_offset": n}``.
 
