@@ -103,17 +103,16 @@ def run_kind(kind: str, backend: str) -> dict:
         [np.asarray(reference.predict_on_batch(x)) for x, _ in batches]
     ).tolist()
     if backend == "jax":
-        out["resume"] = resume(kind)
+        out["resume"] = resume(kind, batches)
     return out
 
 
-def resume(kind: str) -> dict:
-    """Trains batch by batch from an iterator; a second run restores a saved state midway."""
+def resume(kind: str, seen: list) -> dict:
+    """Trains batch by batch on the dataset's batches (``seen``) and again from an iterator,
+    restoring a saved state midway into a new iterator."""
     full = model()
-    seen = []
-    for x, y in iter(KINDS[kind]()):
+    for x, y in seen:
         full.train_on_batch(x, y)
-        seen.append((x, y))
     first = model()
     iterator = iter(KINDS[kind]())
     for _ in range(3):
