@@ -221,3 +221,15 @@ def test_maxtexts_tfrecord_subclasses_read_and_resume_as_under_grain(tmp_path):
     assert ours == theirs
     assert ours[0] + ours[2] == [len(record) for record in RECORDS]
     assert ours[2] == ours[3]
+
+
+def test_run_command_runs_a_module_by_name_as_python_m_does(tmp_path):
+    package = tmp_path / "trainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(
+        "import sys, grain\nprint(__name__, grain.__grainlite__[:9], sys.argv[1:])\n"
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    out = _ok(_python("", "-m", "grainlite", "run", "-m", "trainer", "a", "-b", env=env))
+    assert out == "__main__ grainlite ['a', '-b']\n"
