@@ -6,7 +6,9 @@
 (``grain.samplers``, ``grain.sharding``, ``grain.sources``, ``grain.transforms``,
 ``grain.checkpoint``, ``grain.constants``, ``grain.config``, ``grain.experimental``,
 ``grain.multiprocessing``);
-docs/grain_names.md lists every Grain name and its status here.
+docs/grain_names.md lists every Grain name and its status here. ``grainlite.install_as_grain()``
+(or ``GRAINLITE_AS_GRAIN=1``, read below at import) makes ``import grain`` give grainlite, for
+library code that imports ``grain`` itself (grainlite/as_grain.py).
 
 Every name loads its module on first use, so ``import grainlite`` itself imports almost nothing:
 a worker process (which imports the package too) starts faster and smaller, and a script pays
