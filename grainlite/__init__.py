@@ -6,7 +6,9 @@
 (``grain.samplers``, ``grain.sharding``, ``grain.sources``, ``grain.transforms``,
 ``grain.checkpoint``, ``grain.constants``, ``grain.config``, ``grain.experimental``,
 ``grain.multiprocessing``);
-docs/grain_names.md lists every Grain name and its status here.
+docs/grain_names.md lists every Grain name and its status here. ``grainlite.install_as_grain()``
+(or ``GRAINLITE_AS_GRAIN=1``, read below at import) makes ``import grain`` give grainlite, for
+library code that imports ``grain`` itself (grainlite/as_grain.py).
 
 Every name loads its module on first use, so ``import grainlite`` itself imports almost nothing:
 a worker process (which imports the package too) starts faster and smaller, and a script pays
@@ -17,6 +19,7 @@ they are used.
 from __future__ import annotations
 
 import importlib
+import os
 import typing
 from typing import Any
 
@@ -32,6 +35,7 @@ if typing.TYPE_CHECKING:
         sources,
         transforms,
     )
+    from grainlite.as_grain import install_as_grain
     from grainlite.constants import (
         DATASET_INDEX,
         EPOCH,
@@ -136,6 +140,7 @@ _LAZY_NAMES = {
     "MultiprocessingOptions": "grainlite.loader.options",
     "ReadOptions": "grainlite.loader.options",
     "load": "grainlite.loading",
+    "install_as_grain": "grainlite.as_grain",
     "Record": "grainlite.sampling.records",
     "RecordMetadata": "grainlite.sampling.records",
     "IndexSampler": "grainlite.sampling.samplers",
@@ -270,6 +275,7 @@ __all__ = [
     "constants",
     "device_put",
     "experimental",
+    "install_as_grain",
     "load",
     "multiprocessing",
     "remove_stale_segments",
@@ -278,3 +284,8 @@ __all__ = [
     "sources",
     "transforms",
 ]
+
+# GRAINLITE_AS_GRAIN=1: `import grain` gives grainlite in this process (grainlite/as_grain.py).
+# install_as_grain() sets it too, so grainlite's worker processes do the same when they start.
+if os.environ.get("GRAINLITE_AS_GRAIN", "") not in ("", "0"):
+    importlib.import_module("grainlite.as_grain").install_from_environment()

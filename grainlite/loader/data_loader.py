@@ -88,6 +88,9 @@ class DataLoader:
         shard = resolve_shard_options(shard_options, sampler)
         self._data_source = data_source
         self._sampler = sampler
+        # Grain's private attribute, read by Keras's adapter to rebuild the loader with one more
+        # transform: the operations as given, in a new list.
+        self._operations = list(operations)
         self._shard_options = shard
         self._read_options = read_options
         self._multiprocessing_options = MultiprocessingOptions(
