@@ -13,13 +13,14 @@ one ``E`` (the rule of ``grainlite.loader.resharding``).
 from __future__ import annotations
 
 import collections
+import functools
 import json
 from typing import Any
 
 import numpy as np
 
 import grainlite as grain
-from grainlite_tests.elastic_helpers import KeepSome, flatten
+from grainlite_tests.elastic_helpers import Fan, KeepSome, flatten
 
 NUM_RECORDS = 23  # prime: 23 % S records are dropped for every S > 1
 EPOCHS = 3
@@ -35,11 +36,12 @@ class Stamp(grain.RandomMapTransform):
         return int(element) * _SCALE + index
 
 
-def operations(filtered: bool, batch: int | None) -> list[Any]:
-    """Stamp, then optionally a Filter and a Batch (without drop_remainder: nothing dropped)."""
+def operations(spec: tuple[str, ...], batch: int | None) -> list[Any]:
+    """Stamp, then the transforms of ``spec`` ("filter", "fan"), then an optional Batch (without
+    drop_remainder: nothing is dropped)."""
     ops: list[Any] = [Stamp()]
-    if filtered:
-        ops.append(KeepSome(3))
+    for name in spec:
+        ops.append(KeepSome(3) if name == "filter" else Fan())
     if batch:
         ops.append(grain.Batch(batch, drop_remainder=False))
     return ops
@@ -62,18 +64,19 @@ def loader(ops: list[Any], host: int, hosts: int, workers: int) -> grain.DataLoa
     )
 
 
-def epoch(element: int, hosts: int) -> int:
-    """The epoch of an element of a run of ``hosts`` hosts."""
-    index = element % _SCALE
+def epoch(element: int, hosts: int, spec: tuple[str, ...]) -> int:
+    """The epoch of an element of a run of ``hosts`` hosts (each Fan adds one digit)."""
+    index = element // 10 ** spec.count("fan") % _SCALE
     return index // hosts // (NUM_RECORDS // hosts)
 
 
-def uninterrupted(filtered: bool, hosts: int) -> dict[int, collections.Counter[int]]:
+@functools.lru_cache(maxsize=None)
+def uninterrupted(spec: tuple[str, ...], hosts: int) -> dict[int, collections.Counter[int]]:
     """Every element of an uninterrupted run of ``hosts`` hosts, by epoch."""
     by_epoch: dict[int, collections.Counter[int]] = collections.defaultdict(collections.Counter)
     for host in range(hosts):
-        for element in flatten(list(loader(operations(filtered, None), host, hosts, 0))):
-            by_epoch[epoch(element, hosts)][element] += 1
+        for element in flatten(list(loader(operations(spec, None), host, hosts, 0))):
+            by_epoch[epoch(element, hosts, spec)][element] += 1
     return by_epoch
 
 
@@ -106,11 +109,11 @@ def resume(ops: list[Any], states: list[bytes], hosts: int, workers: int) -> lis
 
 
 def matching_epoch(
-    filtered: bool, delivered: list[int], old_hosts: int, new_hosts: int
+    spec: tuple[str, ...], delivered: list[int], old_hosts: int, new_hosts: int
 ) -> int | None:
     """The ``E`` for which ``delivered`` (before + after) is exactly the old run's epochs
     ``<= E`` plus a fresh new run's epochs ``> E``; None if there is none."""
-    old, new = uninterrupted(filtered, old_hosts), uninterrupted(filtered, new_hosts)
+    old, new = uninterrupted(spec, old_hosts), uninterrupted(spec, new_hosts)
     got = collections.Counter(delivered)
     for last in range(-1, EPOCHS):
         expected: collections.Counter[int] = collections.Counter()

@@ -197,4 +197,3 @@ def remainder(
     ordered = sorted(holes.items(), key=lambda hole: _epoch(hole[0], n))
     bound = layout.shard_count * (last + 1) * (n // layout.shard_count)
     return elastic._deal(ordered, bound, hosts, layout, pipeline, key=lambda i: _epoch(i, n))
-

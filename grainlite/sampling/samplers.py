@@ -327,13 +327,20 @@ class IndexSampler(_KeyedSampler):
         """Why ``code`` (a negative index, see :mod:`grainlite.sampling.foreign`) names no record
         of this sampler in another host layout, or None when it does."""
         count, index = foreign.decode_one(code)
-        if code >= 0 or index >= foreign.MAX_INDEX or count > self._num_records:
-            return f"{code} is no index of {count} hosts"
+        if code >= 0 or index >= foreign.MAX_INDEX:
+            return f"{code}, which names no record of another host count"
+        if count > self._num_records:
+            return (
+                f"{code}, which names a record of {count} hosts, more hosts than the sampler's "
+                f"{self._num_records} records"
+            )
         options = self._shard_options
         if not options.drop_remainder:
-            return f"{code} names a record of {count} hosts, and this sampler cannot read it"
+            return f"{code}, which names a record of {count} hosts, but this sampler is not sharded with drop_remainder=True"
         if index >= self.resharded(index % count, count)._length:
-            return f"{code} names index {index} of {count} hosts, past the end of that sampler"
+            return (
+                f"{code}, which names index {index} of {count} hosts, past the end of that sampler"
+            )
         return None
 
     def rng_indices(self, indices: np.ndarray) -> np.ndarray:
