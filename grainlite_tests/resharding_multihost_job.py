@@ -22,8 +22,8 @@ import sys
 
 # Batches read in all before each save, per saving process, for 2 and for 3 saving processes.
 SAVE_AFTER = {
-    2: {1: (1, 2), 2: (4, 6), 3: (9, 8)},
-    3: {1: (1, 2, 0), 2: (3, 5, 4), 3: (7, 6, 9)},
+    2: {1: (1, 2), 2: (4, 5), 3: (7, 9)},  # of (9, 12) batches in all
+    3: {1: (0, 1, 1), 2: (2, 4, 3), 3: (5, 7, 6)},  # of (6, 9, 8)
 }
 SPEC = ("filter",)
 BATCH = 2

@@ -107,13 +107,19 @@ def check_holes(position: codec.IteratorPosition, sampler: Any) -> None:
     """Refuses a restored position whose holes name records of another layout (negative indices)
     that ``sampler`` cannot read."""
     problem = getattr(sampler, "foreign_problem", None)
+    options = getattr(sampler, "_shard_options", None)
+    readable = problem is not None and getattr(options, "drop_remainder", False)
     for state in position.states:
         if state.__class__ is not Resuming:
             continue
         for code in state.plan.head:
             if code >= 0:
                 continue
-            why = problem(code) if problem is not None else f"{code} is negative"
+            if not readable:  # only a sampler-sharded IndexSampler ever writes one
+                raise pending_field.bad(
+                    f"{pending_field.FIELD}: a hole index must be an integer >= 0, got {code}"
+                )
+            why = problem(code)
             if why is not None:
                 raise codec._bad(f"{pending_field.FIELD} holds the hole {why}")
 
