@@ -70,7 +70,7 @@ def epoch(element: int, hosts: int, spec: tuple[str, ...]) -> int:
     return index // hosts // (NUM_RECORDS // hosts)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def uninterrupted(spec: tuple[str, ...], hosts: int) -> dict[int, collections.Counter[int]]:
     """Every element of an uninterrupted run of ``hosts`` hosts, by epoch."""
     by_epoch: dict[int, collections.Counter[int]] = collections.defaultdict(collections.Counter)

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-import time
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -216,3 +213,19 @@ def test_a_foreign_hole_the_sampler_cannot_read_is_refused(hole, why):
     holes[0] = hole
     with pytest.raises(GrainliteValueError, match=why):
         iter(helpers.loader(ops, 0, 3, 0)).set_state(json.dumps(document).encode())
+
+
+def test_a_dataset_iterator_sliced_by_host_restores_only_with_the_count_that_saved(tmp_path):
+    """``ds[process_index::process_count]``: its state is a position in one host's slice, so the
+    handler refuses another process count with the count to use."""
+    pytest.importorskip("orbax.checkpoint")
+    item = tmp_path / "item"
+    item.mkdir()
+    for host in range(2):
+        iterator = iter(grain.MapDataset.range(10)[host::2].to_iter_dataset())
+        next(iterator)
+        (item / f"process_{host}-of-2.json").write_text(json.dumps(iterator.get_state()))
+    iterator = iter(grain.MapDataset.range(10)[0::1].to_iter_dataset())
+    with pytest.raises(GrainliteValueError) as caught:
+        grain.GrainCheckpointHandler().restore(item, args=grain.GrainCheckpointRestore(iterator))
+    assert "Restore with 2 JAX process(es)" in str(caught.value)

@@ -34,10 +34,9 @@ RESTORES = [(2, 1, 2), (2, 3, 0), (3, 2, -1)]
 
 
 def _commands(phase, count, folder, outs, workers):
-    port = str(free_port())
+    port, workers = str(free_port()), str(workers)
     return [
-        [sys.executable, str(JOB), phase, str(i), str(count), port, str(folder), str(out)]
-        + [str(workers)]
+        [sys.executable, str(JOB), phase, str(i), str(count), port, str(folder), str(out), workers]
         for i, out in enumerate(outs)
     ]
 

@@ -27,6 +27,9 @@ The rule, written once here and in ``docs/how-to/checkpointing.md``:
 
 The same saved state and the same new layout always give the same streams. Once a stream has read
 its holes its state is an ordinary Grain v2 position again.
+
+A loader whose ``IndexSampler`` shards by itself numbers its indices per host, so its restore onto
+another host count follows the rule of :mod:`grainlite.loader.resharding` (built on this one).
 """
 
 from __future__ import annotations

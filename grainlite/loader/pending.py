@@ -10,10 +10,11 @@ and adds one field::
         "workers": {"1": {"holes": [14, [20, [2]], 26], "cursor": [0]}}
     }
 
-Per worker with holes left: the hole indices in reading order (negative for a record of
-another host layout, see :mod:`grainlite.sampling.foreign`; a hole written ``[index, skips]`` has outputs to drop at each FlatMap level, innermost first), and ``cursor``, the
-FlatMap outputs already taken from the first hole's record onwards (as in Grain's nested
-state; empty without a FlatMap). The layout says which loader the holes belong to.
+Per worker with holes left: the hole indices in reading order (negative for a record of another
+host layout, see :mod:`grainlite.sampling.foreign`; a hole written ``[index, skips]`` has outputs
+to drop at each FlatMap level, innermost first), and ``cursor``, the FlatMap outputs already taken
+from the first hole's record onwards (as in Grain's nested state; empty without a FlatMap). The
+layout says which loader the holes belong to.
 """
 
 from __future__ import annotations

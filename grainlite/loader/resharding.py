@@ -96,7 +96,7 @@ def check_sampler(document: Any, host: int, hosts: int, sampler: IndexSampler) -
     raise CheckpointMismatchError(
         "Sampler in checkpoint does not match dataloader sampler.\n"
         f"sampler in checkpoint (process {host} of {hosts}): {codec._shown_text(saved)}\n"
-        f"sampler in dataloader: {repr(sampler)}\n"
+        f"sampler in dataloader: {sampler!r}\n"
         f"What differs: {what}.\n"
         "Restoring onto another process count compares the sampler up to its shard: build it "
         "with the same num_records, shuffle, num_epochs, seed and drop_remainder."
@@ -115,7 +115,7 @@ def check_holes(position: codec.IteratorPosition, sampler: Any) -> None:
         for code in state.plan.head:
             if code >= 0:
                 continue
-            if not readable:  # only a sampler-sharded IndexSampler ever writes one
+            if problem is None or not readable:  # only a sampler-sharded IndexSampler writes one
                 raise pending_field.bad(
                     f"{pending_field.FIELD}: a hole index must be an integer >= 0, got {code}"
                 )
@@ -142,7 +142,7 @@ def remainder(
         raise CheckpointMismatchError(
             f"This checkpoint was saved by {hosts} JAX processes and this run has "
             f"{layout.shard_count}; the sampler shards by itself without drop_remainder "
-            f"({repr(sampler)}), so hosts' blocks differ in size and their epochs do not line "
+            f"({sampler!r}), so hosts' blocks differ in size and their epochs do not line "
             f"up. Restore with {hosts} processes, or build the sampler with "
             f"ShardByJaxProcess(drop_remainder=True) (or shard with the DataLoader's "
             f"shard_options over a NoSharding sampler) before saving."

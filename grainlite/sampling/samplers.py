@@ -336,7 +336,10 @@ class IndexSampler(_KeyedSampler):
             )
         options = self._shard_options
         if not options.drop_remainder:
-            return f"{code}, which names a record of {count} hosts, but this sampler is not sharded with drop_remainder=True"
+            return (
+                f"{code}, which names a record of {count} hosts, but this sampler is not "
+                f"sharded with drop_remainder=True"
+            )
         if index >= self.resharded(index % count, count)._length:
             return (
                 f"{code}, which names index {index} of {count} hosts, past the end of that sampler"
