@@ -229,3 +229,11 @@ def test_a_dataset_iterator_sliced_by_host_restores_only_with_the_count_that_sav
     with pytest.raises(GrainliteValueError) as caught:
         grain.GrainCheckpointHandler().restore(item, args=grain.GrainCheckpointRestore(iterator))
     assert "Restore with 2 JAX process(es)" in str(caught.value)
+
+
+def test_files_of_more_processes_than_records_are_refused():
+    ops = helpers.operations((), None)
+    _, states = helpers.save(ops, 2, 0, [3, 3])
+    documents = {s: json.loads(states[0]) for s in range(30)}
+    with pytest.raises(GrainliteValueError, match="saved by 30 processes, more than the sampler's"):
+        iter(helpers.loader(ops, 0, 3, 0))._restore_hosts(documents, 30)

@@ -148,6 +148,11 @@ def remainder(
             f"shard_options over a NoSharding sampler) before saving."
         )
     n = sampler._num_records
+    if hosts > n:
+        raise codec._bad(
+            f"it was saved by {hosts} processes, more than the sampler's {n} records, which no "
+            f"IndexSampler allows"
+        )
     streams = []
     for host, document in sorted(documents.items()):
         check_sampler(document, host, hosts, sampler)
