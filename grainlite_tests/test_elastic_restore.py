@@ -365,3 +365,41 @@ def test_a_state_whose_workers_stand_absurdly_far_apart_is_refused(monkeypatch):
         "sampler index 20), which no DataLoader run leaves. Pass the bytes returned by "
         "get_state() of a loader with the same settings."
     )
+
+
+TWO_FAN = ("fan", "fan")
+
+
+@pytest.mark.parametrize(
+    ("steps", "workers", "new_workers"),
+    [(1, 2, 1), (4, 2, 1), (12, 0, 2), (19, 3, 1)],
+)
+def test_two_flat_maps_resume_exactly_once_when_a_worker_starts_from_a_hole_record(
+    steps, workers, new_workers
+):
+    """The parent makes a worker's first element (the head start), and the worker goes on from
+    the state after it: inside a partly delivered hole record, below two FlatMaps."""
+    ops = operations(TWO_FAN, None)
+    before, states = save(ops, 1, workers, [steps])
+    rests = resume(ops, states, 1, new_workers)
+    delivered = flatten(before) + flatten(rests[0])
+    assert collections.Counter(delivered) == uninterrupted(TWO_FAN)
+
+
+@pytest.mark.parametrize(
+    ("steps", "workers", "taken"), [(4, 2, 1), (4, 3, 1), (6, 2, 1), (6, 2, 2), (8, 3, 2)]
+)
+def test_a_state_saved_inside_a_partly_delivered_hole_record_resumes_right_after_it(
+    steps, workers, taken
+):
+    ops = operations(TWO_FAN, None)
+    before, states = save(ops, 1, workers, [steps])
+    with iter(helpers.loader(ops, 0, 1, 0)) as iterator:
+        iterator.set_state(states[0])
+        middle = [next(iterator) for _ in range(taken)]
+        state = iterator.get_state()
+    with iter(helpers.loader(ops, 0, 1, 0)) as iterator:
+        iterator.set_state(state)
+        rest = list(iterator)
+    delivered = flatten(before) + flatten(middle) + flatten(rest)
+    assert collections.Counter(delivered) == uninterrupted(TWO_FAN)

@@ -10,8 +10,9 @@ indent (the text Grain writes) and read back with ``json.loads``: nothing is eve
 
 Restoring a ``DataLoader`` iterator onto another number of JAX processes reads every process's
 file (the folder must be shared) and gives this process its part of what the saving processes had
-not delivered (see :mod:`grainlite.loader.elastic`); another worker count needs only this
-process's file (``set_state`` handles it).
+not delivered (see :mod:`grainlite.loader.elastic`, and :mod:`grainlite.loader.resharding` for a
+sampler sharded by itself); another worker count needs only this process's file (``set_state``
+handles it). A Dataset-API iterator restores only with the process count that saved it.
 """
 
 from __future__ import annotations

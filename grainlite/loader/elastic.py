@@ -27,15 +27,20 @@ The rule, written once here and in ``docs/how-to/checkpointing.md``:
 
 The same saved state and the same new layout always give the same streams. Once a stream has read
 its holes its state is an ordinary Grain v2 position again.
+
+A loader whose ``IndexSampler`` shards by itself numbers its indices per host, so its restore onto
+another host count follows the rule of :mod:`grainlite.loader.resharding` (built on this one).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from grainlite.errors import CheckpointMismatchError, GrainliteValueError, shown
 from grainlite.loader import pending as pending_field
+from grainlite.loader import resharding
 from grainlite.loader import state as codec
 from grainlite.loader.holes import Plan, Resuming, innermost, takens_of
 from grainlite.loader.options import ReadOptions
@@ -145,6 +150,7 @@ def _old_streams(
     # Validates every field, and refuses another sampler or data source (not the worker count:
     # ``old`` has the saved one).
     position = codec.decode_document(document, old, levels, getattr(pipeline, "fan_outs", ()))
+    resharding.check_holes(position, pipeline.sampler)
     end = len(pipeline.sampler) if hasattr(pipeline.sampler, "__len__") else None
     streams = []
     for w, state in enumerate(position.states):
@@ -230,6 +236,8 @@ def remainder(
             f"got those of hosts {sorted(documents)}; restore from a folder that holds every "
             f"process_<i>-of-{hosts}.json."
         )
+    if hosts != layout.shard_count and resharding.applies(pipeline, layout):
+        return resharding.remainder(documents, hosts, layout, pipeline)
     streams = []
     for host, document in sorted(documents.items()):
         streams += _old_streams(document, host, hosts, layout, pipeline)
@@ -267,8 +275,12 @@ def _deal(
     hosts: int,
     layout: codec.Layout,
     pipeline: Any,
+    key: Callable[[int], Any] = int,
 ) -> codec.IteratorPosition:
-    """Deals the holes to the new streams (rule 3) and builds this host's worker states."""
+    """Deals the holes to the new streams (rule 3) and builds this host's worker states.
+
+    ``key`` orders hole indices as ``holes`` is sorted (for the first worker to read).
+    """
     s, hosts_now, workers = layout.shard_index, layout.shard_count, layout.workers
     if hosts == hosts_now:  # this host's own holes, among its own workers w'
         streams, mine = workers, list(range(workers))
@@ -285,7 +297,7 @@ def _deal(
         tail_start = max(0, -(-(bound - native.first) // native.stride))
         own = holes[(g - offset) % streams :: streams]
         start = tail_start - len(own)
-        firsts.append(own[0][0] if own else native.index(tail_start))
+        firsts.append((0, key(own[0][0])) if own else (1, native.index(tail_start)))
         if not own:
             states.append(initial_state(pipeline.steps, tail_start))
             continue
@@ -303,7 +315,9 @@ def restore(state: bytes | str, layout: codec.Layout, pipeline: Any) -> codec.It
     document = codec.load(state)
     if same_layout(document, layout):
         fan_outs = getattr(pipeline, "fan_outs", ())
-        return codec.decode_document(document, layout, pipeline.flat_maps, fan_outs)
+        position = codec.decode_document(document, layout, pipeline.flat_maps, fan_outs)
+        resharding.check_holes(position, pipeline.sampler)
+        return position
     field_ = document.get(pending_field.FIELD)
     if field_ is not None and pending_field.layout_of(field_)[1] != layout.shard_count:
         raise CheckpointMismatchError(

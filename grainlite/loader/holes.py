@@ -94,8 +94,11 @@ def armed_push(
 ) -> Callable[[Any, Any, Any], None]:
     """``push`` that arms the FlatMap skips of the holes that have some (see the module doc).
 
-    The skip of a level is raised to the hole's for that record (the restored position may
-    already skip more of it) and cleared after the record, so it never reaches another record.
+    A record's skips and those of the restored position (when reading resumes inside that
+    record) are two places in it, compared innermost level first: the one further on applies.
+    The hole's skips are cleared after the record (a level it sent no input never uses its
+    skip), so they never reach another record; the restored position's skips, when further on,
+    stay until an input reaches their level, as after any restore.
     """
     stages = []
     stage = chain
@@ -110,11 +113,14 @@ def armed_push(
         if skips is None:
             push(value, rng, count)
             return
+        restored = tuple(stage.skip for stage in stages)
+        if restored >= skips:  # the restored position is as far into this record, or further
+            push(value, rng, count)
+            return
         for stage, skip in zip(stages, skips):
-            stage.skip = max(stage.skip, skip)
+            stage.skip = skip
         push(value, rng, count)
-        for stage, skip in zip(stages, skips):
-            if skip:
-                stage.skip = 0
+        for stage in stages:  # a level this record sent no input: its skip is moot
+            stage.skip = 0
 
     return push_armed

@@ -10,10 +10,11 @@ and adds one field::
         "workers": {"1": {"holes": [14, [20, [2]], 26], "cursor": [0]}}
     }
 
-Per worker with holes left: the hole indices in reading order (a hole written ``[index,
-skips]`` has outputs to drop at each FlatMap level, innermost first), and ``cursor``, the
-FlatMap outputs already taken from the first hole's record onwards (as in Grain's nested
-state; empty without a FlatMap). The layout says which loader the holes belong to.
+Per worker with holes left: the hole indices in reading order (negative for a record of another
+host layout, see :mod:`grainlite.sampling.foreign`; a hole written ``[index, skips]`` has outputs
+to drop at each FlatMap level, innermost first), and ``cursor``, the FlatMap outputs already taken
+from the first hole's record onwards (as in Grain's nested state; empty without a FlatMap). The
+layout says which loader the holes belong to.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ FIELD = "grainlite_holes"
 # A hole list longer than this is not a state this library wrote (holes are at most a few per
 # old worker per record of look-ahead); refusing it bounds the work a crafted file can cause.
 MAX_HOLES = 10_000_000
+# A negative hole names a record of another host layout (see grainlite.sampling.foreign); the
+# sampler checks each one when the state is restored.
+_LOWEST = -(2**63)
 
 
 @dataclass(frozen=True)
@@ -111,10 +115,10 @@ def from_json(field: Any, streams: int, levels: int) -> dict[int, Pending]:
             if isinstance(item, list):
                 if len(item) != 2:
                     raise bad(f"{FIELD}: a hole with skips is [index, skips], got {shown(item)}")
-                index = _int(item[0], "a hole index")
+                index = _int(item[0], "a hole index", _LOWEST)
                 skips[index] = _skips(item[1], levels, f"hole {index}'s skips")
             else:
-                index = _int(item, "a hole index")
+                index = _int(item, "a hole index", _LOWEST)
             holes.append(index)
         if len(set(holes)) != len(holes):
             raise bad(f"{FIELD}: worker {key} lists a hole twice")

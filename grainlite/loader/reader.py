@@ -92,6 +92,7 @@ def _make_chunk_reader(
     record_keys = getattr(sampler, "record_keys", None)
     if record_keys is not None and hasattr(sampler, "seed"):
         seed = sampler.seed
+        rng_indices = getattr(sampler, "rng_indices", None) if worker.head else None
         last = worker.positions()  # keys are never asked beyond the worker's positions
         # (first position, keys, rng seeds) of the last key block; replaced whole, never mutated,
         # so reader threads sharing it need no lock.
@@ -106,6 +107,8 @@ def _make_chunk_reader(
                     stop = max(m1, min(stop, last))
                 indices = worker.indices(m0, stop)
                 keys = listed_keys(np.asarray(record_keys(indices), dtype=np.int64))
+                if seed is not None and rng_indices is not None:
+                    indices = rng_indices(indices)  # foreign codes keep their old generator
                 seeds = None if seed is None else (indices + seed).tolist()
                 first, block = m0, (m0, keys, seeds)
             lo, hi = m0 - first, m1 - first

@@ -202,8 +202,9 @@ class FlatMapStage(_Stage):
     already delivered (``skip``).
     """
 
-    __slots__ = ("fn", "last_count", "previous", "produced", "skip")
+    __slots__ = ("fn", "last_count", "outer", "previous", "produced", "skip")
     fn: Callable[[Any], Any]
+    outer: FlatMapStage | None  # the next FlatMap downstream, if any
     last_count: int
     previous: Any
     produced: int  # outputs delivered (counted for stats)
@@ -224,6 +225,11 @@ class FlatMapStage(_Stage):
             return
         before, self.previous = self.previous, state
         start, self.skip = self.skip, 0
+        if start and self.outer is not None:
+            # The outputs skipped were taken before: for the next FlatMap, the state before its
+            # first input from this one is "this input, `start` outputs taken" (as if it had
+            # seen them), so a state saved after it resumes there and not before them.
+            self.outer.previous = (before, start)
         self.last_count = len(outputs)
         self.produced += len(outputs) - start
         push = self.next.push
@@ -310,6 +316,7 @@ def build_chain(
     base = state
     sink = Sink()
     downstream: Any = sink
+    outer: FlatMapStage | None = None  # the FlatMap after the stages built so far
     for position in range(len(steps) - 1, -1, -1):
         kind, op = steps[position]
         stage: Any
@@ -331,6 +338,7 @@ def build_chain(
             stage.fn = op.flat_map
             stage.previous, stage.skip = resume[position]
             stage.last_count, stage.produced = stage.skip, 0
+            stage.outer, outer = outer, stage
         else:
             stage = BatchStage()  # ours or any object with Batch's three fields
             stage.size, stage.drop_remainder, stage.fn = (

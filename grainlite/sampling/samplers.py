@@ -9,6 +9,7 @@ keys of a whole block of indices with numpy (the loader's hot path) through the 
 
 from __future__ import annotations
 
+import copy
 import logging
 import numbers
 import operator
@@ -19,6 +20,7 @@ import numpy as np
 
 from grainlite.checks import int_option
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.sampling import foreign
 from grainlite.sampling.index_shuffle import _shuffle_trusted
 from grainlite.sampling.records import RecordMetadata
 from grainlite.sampling.sharding import NoSharding, ShardOptions, even_split
@@ -309,6 +311,8 @@ class IndexSampler(_KeyedSampler):
             # Only reachable for another host's index: this host reads none (see __init__).
             raise self._no_records_error()
         positions = np.array(indices, dtype=np.int64)
+        if positions.size and positions.min() < 0:
+            return self._foreign_keys(positions)
         if self._shard_options.shard_count > 1:
             positions //= self._shard_options.shard_count
         if not positions.size:
@@ -319,6 +323,71 @@ class IndexSampler(_KeyedSampler):
             positions %= self._block_len
         positions += self._block_start
         return positions
+
+    def resharded(self, shard_index: int, shard_count: int) -> IndexSampler:
+        """This sampler as host ``shard_index`` of ``shard_count`` builds it (same class of shard
+        options, same records, seed, shuffle and epochs): the sampler of another host layout."""
+        other = copy.copy(self)
+        options = copy.copy(self._shard_options)
+        object.__setattr__(options, "shard_index", shard_index)
+        object.__setattr__(options, "shard_count", shard_count)
+        other._shard_options = options
+        start, end = even_split(self._num_records, options)
+        other._block_start, other._block_len = start, end - start
+        other._length = other._compute_length()
+        return other
+
+    def foreign_problem(self, code: int) -> str | None:
+        """Why ``code`` (a negative index, see :mod:`grainlite.sampling.foreign`) names no record
+        of this sampler in another host layout, or None when it does."""
+        count, index = foreign.decode_one(code)
+        if code >= 0 or index >= foreign.MAX_INDEX:
+            return f"{code}, which names no record of another host count"
+        if count > self._num_records:
+            return (
+                f"{code}, which names a record of {count} hosts, more hosts than the sampler's "
+                f"{self._num_records} records"
+            )
+        options = self._shard_options
+        if not options.drop_remainder:
+            return (
+                f"{code}, which names a record of {count} hosts, but this sampler is not "
+                f"sharded with drop_remainder=True"
+            )
+        if index >= self.resharded(index % count, count)._length:
+            return (
+                f"{code}, which names index {index} of {count} hosts, past the end of that sampler"
+            )
+        return None
+
+    def rng_indices(self, indices: np.ndarray) -> np.ndarray:
+        """The index each record's generator is seeded with (``seed + index``): the index
+        itself, or for a foreign code the index it had in its own layout."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if not indices.size or indices.min() >= 0:
+            return indices
+        _, old = foreign.decode(np.minimum(indices, -1))
+        return np.where(indices < 0, old, indices)
+
+    def _foreign_keys(self, positions: np.ndarray) -> np.ndarray:
+        """Record keys where some indices are foreign codes: each read by its own layout."""
+        keys = np.empty_like(positions)
+        native = positions >= 0
+        if native.any():
+            keys[native] = self.record_keys(positions[native])
+        counts, old = foreign.decode(positions[~native])
+        out = np.empty_like(old)
+        for count in np.unique(counts).tolist():
+            of_count = counts == count
+            hosts = old[of_count] % count
+            part = np.empty(int(of_count.sum()), dtype=np.int64)
+            for host in np.unique(hosts).tolist():
+                mine = hosts == host
+                sampler = self.resharded(int(host), int(count))
+                part[mine] = sampler.record_keys(old[of_count][mine])
+            out[of_count] = part
+        keys[~native] = out
+        return keys
 
     def _shuffle_positions(self, positions: np.ndarray) -> np.ndarray:
         """Host positions to shuffled offsets in the block, one permutation per epoch present."""
