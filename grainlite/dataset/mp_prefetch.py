@@ -36,7 +36,7 @@ from grainlite.dataset.worker_pipeline import DatasetPipeline
 from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError
 from grainlite.loader.failures import FailedElement, hide_internal_frames
-from grainlite.loader.options import MultiprocessingOptions
+from grainlite.options import MultiprocessingOptions
 from grainlite.stats.counters import ParentCounters
 
 # Grain's mp_prefetch() without options runs this many workers.

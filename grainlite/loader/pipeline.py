@@ -19,11 +19,11 @@ from typing import Any
 
 from grainlite.loader.failures import FailedElement
 from grainlite.loader.holes import Plan, Resuming, armed_push, wrap
-from grainlite.loader.options import ReadOptions
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.runs import MappedRuns
 from grainlite.loader.stages import Allocator, Held, Steps, build_chain, initial_state
 from grainlite.loader.striding import WorkerSlice
+from grainlite.options import ReadOptions
 from grainlite.stats.chain import ChainTimer, operation_names
 from grainlite.stats.counters import ENABLED as STATS_ENABLED
 
