@@ -33,9 +33,9 @@ from grainlite.dataset import worker_slicing
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.mp_state import decode_state, encode_state
 from grainlite.dataset.worker_pipeline import DatasetPipeline
+from grainlite.engine.failures import FailedElement, hide_internal_frames
 from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError
-from grainlite.loader.failures import FailedElement, hide_internal_frames
 from grainlite.options import MultiprocessingOptions
 from grainlite.stats.counters import ParentCounters
 

@@ -23,8 +23,8 @@ import cloudpickle
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
 from grainlite.engine import pickling
+from grainlite.engine.failures import FailedElement
 from grainlite.engine.malloc import keep_freed_memory
-from grainlite.loader.failures import FailedElement
 from grainlite.stats.collect import IteratorStats
 from grainlite.transforms.batch import make_batch
 from grainlite.transforms.batch_rows import BatchRows

@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from grainlite.engine import transport
 from grainlite.engine.channel import Channel
+from grainlite.engine.failures import FailedElement
 from grainlite.engine.protocol import (
     REPORT_EVERY_S,
     REPORT_WHEN_BLOCKED_S,
@@ -38,7 +39,6 @@ from grainlite.engine.protocol import (
 )
 from grainlite.engine.remote_errors import exit_in_pipeline_error, report
 from grainlite.engine.transport import SlabPool
-from grainlite.loader.failures import FailedElement
 from grainlite.stats.counters import WorkerCounters, clock
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL

@@ -19,6 +19,7 @@ from typing import Any
 
 from grainlite import shm
 from grainlite.engine import pickling, remote_errors
+from grainlite.engine.failures import FailedElement
 from grainlite.engine.flow import acknowledge
 from grainlite.engine.process_group import ProcessGroup, interrupts_held_back
 from grainlite.engine.protocol import (
@@ -33,7 +34,6 @@ from grainlite.engine.protocol import (
 )
 from grainlite.engine.stall import StallWatch
 from grainlite.engine.transport import SlabMapper
-from grainlite.loader.failures import FailedElement
 from grainlite.loader.pipeline import Pipeline
 from grainlite.loader.state import IteratorPosition, Layout
 from grainlite.stats.counters import ParentCounters, clock

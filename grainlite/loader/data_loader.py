@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from grainlite.engine.failures import FailedElement, hide_internal_frames
 from grainlite.errors import (
     GrainliteRuntimeError,
     GrainliteTypeError,
@@ -25,7 +26,6 @@ from grainlite.loader.arguments import (
     resolve_shard_options,
     resolve_worker_count,
 )
-from grainlite.loader.failures import FailedElement, hide_internal_frames
 from grainlite.loader.pipeline import Pipeline
 from grainlite.options import MultiprocessingOptions, ReadOptions
 from grainlite.sampling.sharding import ShardOptions

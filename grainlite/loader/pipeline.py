@@ -17,7 +17,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from grainlite.loader.failures import FailedElement
+from grainlite.engine.failures import FailedElement
 from grainlite.loader.holes import Plan, Resuming, armed_push, wrap
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.runs import MappedRuns
@@ -163,7 +163,7 @@ class Pipeline:
 
         ``start`` is a state as yielded before (or :meth:`initial_state`); iteration resumes right
         after the element that state was yielded with. An element may be a
-        :class:`~grainlite.loader.failures.FailedElement`; the stream goes on after it. ``stats``
+        :class:`~grainlite.engine.failures.FailedElement`; the stream goes on after it. ``stats``
         (from :meth:`make_stats`) receives the read and per-operation counters. A
         :class:`~grainlite.loader.holes.Resuming` start reads its holes before the native tail.
         """

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grainlite.loader.failures import fail
+from grainlite.engine.failures import fail
 from grainlite.loader.stages import BatchStage, MapStage, RandomMapStage, Sink, make_rng
 
 

@@ -4,7 +4,7 @@ Pushing (instead of chaining generators) costs one method call per stage and rec
 output carry the iterator state *after* it was produced, which is what a checkpoint stores.
 
 Each ``push(data, rng, state)`` receives:
-  * ``data``: the element, or a :class:`~grainlite.loader.failures.FailedElement` when an earlier
+  * ``data``: the element, or a :class:`~grainlite.engine.failures.FailedElement` when an earlier
     stage raised for it; stages pass a failed element on untouched, in the element's place;
   * ``rng``: the record's random generator, or the int key it will be made from (made only when a
     RandomMapTransform asks, then passed on so later transforms see the same, advanced generator),
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.loader.failures import FailedElement, describe_operation, fail
+from grainlite.engine.failures import FailedElement, describe_operation, fail
 from grainlite.sampling.records import Record, RecordMetadata
 from grainlite.transforms.base import Kind
 from grainlite.transforms.batch import make_batch
