@@ -21,6 +21,7 @@ from grainlite import shm
 from grainlite.engine import pickling, remote_errors
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.flow import acknowledge
+from grainlite.engine.position import IteratorPosition
 from grainlite.engine.process_group import ProcessGroup, interrupts_held_back
 from grainlite.engine.protocol import (
     Ack,
@@ -35,7 +36,7 @@ from grainlite.engine.protocol import (
 from grainlite.engine.stall import StallWatch
 from grainlite.engine.transport import SlabMapper
 from grainlite.loader.pipeline import Pipeline
-from grainlite.loader.state import IteratorPosition, Layout
+from grainlite.loader.state import Layout
 from grainlite.stats.counters import ParentCounters, clock
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grainlite.engine.protocol import REPORT_EVERY_S
+from grainlite.stats.counters import REPORT_EVERY_S
 
 if TYPE_CHECKING:
     from grainlite.stats.report import StageStats, Stats
