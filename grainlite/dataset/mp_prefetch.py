@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from grainlite.dataset import worker_slicing
 from grainlite.dataset.base import DatasetIterator, IterDataset
@@ -56,12 +56,6 @@ def _check_options(options: Any) -> Any:
                 "per_worker_buffer_size=M)."
             )
     return options
-
-
-class _Workers(NamedTuple):
-    """The process layout the engine reads: how many workers."""
-
-    worker_count: int
 
 
 class MultiprocessPrefetchIterDataset(IterDataset):
@@ -152,9 +146,9 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         self._stats_counters.start()
         return WorkerStream(
             self._pipeline,
-            _Workers(self._workers),
+            self._workers,
             self._position,
-            self._dataset,
+            self._dataset.multiprocessing_options.per_worker_buffer_size,
             self._stats_counters,
         )
 

@@ -189,7 +189,11 @@ class DataLoaderIterator(Iterator[Any]):
         from grainlite.engine.parent import WorkerStream
 
         return WorkerStream(
-            self._pipeline, self._layout, self._position, self._loader, self._counters
+            self._pipeline,
+            self._layout.worker_count,
+            self._position,
+            self._loader.multiprocessing_options.per_worker_buffer_size,
+            self._counters,
         )
 
     def __next__(self) -> Any:
