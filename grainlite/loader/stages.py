@@ -28,6 +28,7 @@ import numpy as np
 
 from grainlite.engine.failures import FailedElement, describe_operation, fail
 from grainlite.sampling.records import Record, RecordMetadata
+from grainlite.sampling.rng import record_rng as make_rng
 from grainlite.transforms.base import Kind
 from grainlite.transforms.batch import make_batch
 from grainlite.transforms.batch_rows import BatchRows
@@ -35,11 +36,6 @@ from grainlite.transforms.custom_operation import OperationRunner, custom_output
 from grainlite.transforms.legacy import BatchOperation, stack_or_type_error
 
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
-
-
-def make_rng(key: int) -> np.random.Generator:
-    """The per-record generator Grain gives record ``i``: ``Philox(key=seed + i)``."""
-    return np.random.Generator(np.random.Philox(key=key))
 
 
 class Held:
