@@ -64,8 +64,8 @@ if typing.TYPE_CHECKING:
     )
     from grainlite.loader.data_loader import DataLoader, DataLoaderIterator
     from grainlite.loader.data_loader import DataLoaderIterator as PyGrainDatasetIterator
-    from grainlite.loader.options import MultiprocessingOptions, ReadOptions
     from grainlite.loading import load
+    from grainlite.options import MultiprocessingOptions, ReadOptions
     from grainlite.sampling.records import Record, RecordMetadata
     from grainlite.sampling.samplers import IndexSampler, Sampler, SequentialSampler
     from grainlite.sampling.sharding import NoSharding, ShardByJaxProcess, ShardOptions
@@ -137,8 +137,8 @@ _LAZY_NAMES = {
     "DataLoader": "grainlite.loader.data_loader",
     "DataLoaderIterator": "grainlite.loader.data_loader",
     "PyGrainDatasetIterator": "grainlite.loader.data_loader:DataLoaderIterator",
-    "MultiprocessingOptions": "grainlite.loader.options",
-    "ReadOptions": "grainlite.loader.options",
+    "MultiprocessingOptions": "grainlite.options",
+    "ReadOptions": "grainlite.options",
     "load": "grainlite.loading",
     "install_as_grain": "grainlite.as_grain",
     "Record": "grainlite.sampling.records",

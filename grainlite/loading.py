@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from grainlite.loader.data_loader import DataLoader
-from grainlite.loader.options import ReadOptions
+from grainlite.options import ReadOptions
 from grainlite.sampling.samplers import IndexSampler
 from grainlite.sampling.sharding import NoSharding, ShardOptions
 from grainlite.sources.protocol import RandomAccessDataSource

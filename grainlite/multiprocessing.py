@@ -5,7 +5,7 @@ is a numpy array in shared memory that other processes attach to by name (see
 :mod:`grainlite.shm.array` for who removes the segment).
 """
 
-from grainlite.loader.options import MultiprocessingOptions
+from grainlite.options import MultiprocessingOptions
 from grainlite.shm.array import SharedMemoryArray, SharedMemoryArrayMetadata
 
 __all__ = ["MultiprocessingOptions", "SharedMemoryArray", "SharedMemoryArrayMetadata"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grainlite.loader.cpus import affinity_cpu_count, cgroup_cpu_limit, usable_cpu_count
+from grainlite.cpus import affinity_cpu_count, cgroup_cpu_limit, usable_cpu_count
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,7 +13,7 @@ import pytest
 
 import grainlite as lite
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.loader.options import MultiprocessingOptions
+from grainlite.options import MultiprocessingOptions
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,7 +11,7 @@ import pytest
 
 from grainlite.dataset.base import MapDataset
 from grainlite.dataset.flat_map import FlatMapIterDataset
-from grainlite.loader.options import MultiprocessingOptions
+from grainlite.options import MultiprocessingOptions
 from grainlite.transforms.base import FlatMapTransform
 
 pytestmark = pytest.mark.timeout(120)

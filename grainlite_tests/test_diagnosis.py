@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import grainlite as grain
-from grainlite.loader import cpus
+from grainlite import cpus
 
 
 @pytest.fixture(autouse=True)

@@ -440,7 +440,7 @@ def test_stale_segments_of_a_killed_owner_are_found_and_removed():
 
 
 def test_worker_count_none_means_one_worker_per_cpu():
-    from grainlite.loader.cpus import usable_cpu_count
+    from grainlite.cpus import usable_cpu_count
 
     loader = grain.DataLoader(
         data_source=[1, 2],

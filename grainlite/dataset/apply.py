@@ -15,48 +15,25 @@ from typing import Any
 
 from grainlite.dataset.base import MapDataset
 from grainlite.errors import GrainliteError
-from grainlite.transforms.base import (
-    FilterTransform,
-    FlatMapTransform,
-    MapTransform,
-    MapWithIndexTransform,
-    RandomMapTransform,
-    TfRandomMap,
-)
+from grainlite.transforms.base import CLASS_KINDS
 from grainlite.transforms.batch import Batch
+from grainlite.transforms.kinds import METHODS
 
 
 class UnsupportedTransformationError(GrainliteError, NotImplementedError):
     """``apply`` got something that is not a transformation it can apply (Grain's type)."""
 
 
-_CLASSES: tuple[tuple[type, str], ...] = (
-    (Batch, "batch"),
-    (MapWithIndexTransform, "map_with_index"),
-    (MapTransform, "map"),
-    (RandomMapTransform, "random_map"),
-    (TfRandomMap, "random_map"),
-    (FilterTransform, "filter"),
-    (FlatMapTransform, "flat_map"),
-)
-_METHODS: tuple[tuple[str, str], ...] = (
-    ("map_with_index", "map_with_index"),
-    ("map", "map"),
-    ("random_map", "random_map"),
-    ("np_random_map", "random_map"),
-    ("filter", "filter"),
-    ("flat_map", "flat_map"),
-)
-
-
 def _kind(transformation: Any) -> str | None:
     """Which node ``transformation`` becomes, or None if it is none of Grain's kinds."""
     if isinstance(transformation, type):
         return None
-    for cls, kind in _CLASSES:
+    if isinstance(transformation, Batch):
+        return "batch"
+    for cls, kind in CLASS_KINDS:
         if isinstance(transformation, cls):
             return kind
-    kinds = {kind for name, kind in _METHODS if callable(getattr(transformation, name, None))}
+    kinds = {kind for name, kind in METHODS if callable(getattr(transformation, name, None))}
     if len(kinds) == 1:
         return kinds.pop()
     if not kinds and all(

@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from grainlite.dataset import worker_slicing
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.mp_state import decode_state, encode_state
 from grainlite.dataset.worker_pipeline import DatasetPipeline
+from grainlite.engine.failures import FailedElement, hide_internal_frames
 from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError
-from grainlite.loader.failures import FailedElement, hide_internal_frames
-from grainlite.loader.options import MultiprocessingOptions
+from grainlite.options import MultiprocessingOptions
 from grainlite.stats.counters import ParentCounters
 
 # Grain's mp_prefetch() without options runs this many workers.
@@ -56,12 +56,6 @@ def _check_options(options: Any) -> Any:
                 "per_worker_buffer_size=M)."
             )
     return options
-
-
-class _Workers(NamedTuple):
-    """The process layout the engine reads: how many workers."""
-
-    worker_count: int
 
 
 class MultiprocessPrefetchIterDataset(IterDataset):
@@ -152,9 +146,9 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         self._stats_counters.start()
         return WorkerStream(
             self._pipeline,
-            _Workers(self._workers),
+            self._workers,
             self._position,
-            self._dataset,
+            self._dataset.multiprocessing_options.per_worker_buffer_size,
             self._stats_counters,
         )
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.loader.cpus import usable_cpu_count
+from grainlite.cpus import usable_cpu_count
 
 _FIRST_BLOCK = 1
 _MAX_BLOCK = 256

@@ -25,7 +25,7 @@ from typing import Any
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.read_ahead import BlockReader, ElementReadError
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.loader.options import ReadOptions
+from grainlite.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
 
 

@@ -24,13 +24,14 @@ from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import GrainliteTypeError
 from grainlite.stats.collect import ElementTimer, callable_name
 from grainlite.stats.counters import StageCounter, clock
+from grainlite.transforms.kinds import methods_of
 
-# The method each kind of transform class has, and the parameters a plain function takes.
-_METHODS = {
-    "map": (("map",), "f(element)"),
-    "filter": (("filter",), "f(element) -> bool"),
-    "random_map": (("random_map", "np_random_map"), "f(element, rng)"),
-    "map_with_index": (("map_with_index",), "f(index, element)"),
+# The parameters a plain function of each kind takes (its methods: transforms.kinds.METHODS).
+_SIGNATURES = {
+    "map": "f(element)",
+    "filter": "f(element) -> bool",
+    "random_map": "f(element, rng)",
+    "map_with_index": "f(index, element)",
 }
 
 
@@ -40,7 +41,7 @@ def transform_function(transform: Any, kind: str) -> Callable[..., Any]:
     A transform class instance (grainlite's or Grain's ``Map``, ``Filter``, ...) is called
     through its method even when it is also callable, as Grain does.
     """
-    methods, signature = _METHODS[kind]
+    methods, signature = methods_of(kind), _SIGNATURES[kind]
     if not isinstance(transform, type):
         for name in methods:
             method = getattr(transform, name, None)
@@ -58,7 +59,7 @@ def transform_function(transform: Any, kind: str) -> Callable[..., Any]:
 def _is_transform_class(cls: type) -> bool:
     """A transform class passed where its instance belongs (``ds.map(MyMap)``)."""
     return any(
-        callable(getattr(cls, name, None)) for names, _ in _METHODS.values() for name in names
+        callable(getattr(cls, name, None)) for kind in _SIGNATURES for name in methods_of(kind)
     )
 
 

@@ -1,8 +1,8 @@
 """What one ``mp_prefetch`` worker process runs: its share of an ``IterDataset`` pipeline.
 
-The engine (:mod:`grainlite.engine`) runs any pipeline object with ``iterate(worker, workers,
-state, allocate)`` and ``batches_last``; the DataLoader's is :class:`~grainlite.loader.pipeline.
-Pipeline`, the Dataset API's is :class:`DatasetPipeline`. Its stream is the pipeline restricted to
+The engine (:mod:`grainlite.engine`) runs any :class:`~grainlite.engine.pipeline.WorkerPipeline`;
+the DataLoader's is :class:`~grainlite.loader.pipeline.Pipeline`, the Dataset API's is
+:class:`DatasetPipeline`. Its stream is the pipeline restricted to
 the worker's share (:mod:`grainlite.dataset.worker_slicing`), and each element's state is the
 worker iterator's ``get_state()``, the per-worker entry of Grain's ``mp_prefetch`` checkpoint.
 
@@ -23,14 +23,15 @@ import cloudpickle
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
 from grainlite.engine import pickling
+from grainlite.engine.failures import FailedElement
 from grainlite.engine.malloc import keep_freed_memory
-from grainlite.loader.failures import FailedElement
+from grainlite.engine.pipeline import PipelineBase
 from grainlite.stats.collect import IteratorStats
 from grainlite.transforms.batch import make_batch
 from grainlite.transforms.batch_rows import BatchRows
 
 
-class DatasetPipeline:
+class DatasetPipeline(PipelineBase):
     """An ``IterDataset`` pipeline as the engine runs it in each worker process.
 
     Args:

@@ -23,6 +23,8 @@ from typing import Any, NoReturn
 
 from grainlite.engine import transport
 from grainlite.engine.channel import Channel
+from grainlite.engine.failures import FailedElement
+from grainlite.engine.pipeline import WorkerPipeline
 from grainlite.engine.protocol import (
     REPORT_EVERY_S,
     REPORT_WHEN_BLOCKED_S,
@@ -38,7 +40,6 @@ from grainlite.engine.protocol import (
 )
 from grainlite.engine.remote_errors import exit_in_pipeline_error, report
 from grainlite.engine.transport import SlabPool
-from grainlite.loader.failures import FailedElement
 from grainlite.stats.counters import WorkerCounters, clock
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -93,11 +94,10 @@ class _Worker:
         os._exit(code)
 
     # Producing -------------------------------------------------------------------------------
-    def run(self, pipeline: Any, worker: int, workers: int, state: Any) -> None:
+    def run(self, pipeline: WorkerPipeline, worker: int, workers: int, state: Any) -> None:
         assert self.pool is not None
         allocate = self.pool.allocate if pipeline.batches_last else None
-        make_stats = getattr(pipeline, "make_stats", None)
-        stats = self.counters.pipeline = make_stats() if make_stats is not None else None
+        stats = self.counters.pipeline = pipeline.make_stats()
         extra = {} if stats is None else {"stats": stats}
         self.next_report = 0  # the first report goes with the first element
         self.counters.started_ns = clock()  # worker time counts from here, start-up left out

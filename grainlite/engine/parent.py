@@ -18,8 +18,11 @@ import secrets
 from typing import Any
 
 from grainlite import shm
-from grainlite.engine import pickling, remote_errors
+from grainlite.engine import remote_errors
+from grainlite.engine.failures import FailedElement
 from grainlite.engine.flow import acknowledge
+from grainlite.engine.pipeline import WorkerPipeline
+from grainlite.engine.position import IteratorPosition
 from grainlite.engine.process_group import ProcessGroup, interrupts_held_back
 from grainlite.engine.protocol import (
     Ack,
@@ -33,39 +36,7 @@ from grainlite.engine.protocol import (
 )
 from grainlite.engine.stall import StallWatch
 from grainlite.engine.transport import SlabMapper
-from grainlite.loader.failures import FailedElement
-from grainlite.loader.pipeline import Pipeline
-from grainlite.loader.state import IteratorPosition, Layout
 from grainlite.stats.counters import ParentCounters, clock
-
-
-def check_picklable(pipeline: Pipeline) -> bytes:
-    """Pickles the pipeline for the workers; if it cannot, re-raises pickle's error as it was.
-
-    As in Grain, the error keeps its original type (a ValueError raised by a ``__reduce__`` stays
-    a ValueError, a lock gives pickle's TypeError), with a note naming the part of the pipeline
-    that cannot travel (``data_source``, ``sampler`` or ``operations[i]``) and the fix.
-    """
-    try:
-        return pickling.dumps(pipeline)
-    except Exception as error:
-        parts = [("data_source", pipeline.source), ("sampler", pipeline.sampler)]
-        parts += [(f"operations[{i}]", op) for i, op in enumerate(pipeline.operations)]
-        for name, part in parts:
-            try:
-                pickling.dumps(part)
-            except Exception as part_error:
-                part_error.add_note(
-                    f"grainlite: the DataLoader's {name} ({type(part).__name__}) cannot be "
-                    f"pickled for the worker processes. Make it picklable with cloudpickle (e.g. "
-                    f"open files and locks lazily, not in __init__), or use worker_count=0."
-                )
-                raise part_error from None
-        error.add_note(
-            "grainlite: the DataLoader's pipeline cannot be pickled for the worker processes; "
-            "make its parts picklable with cloudpickle, or use worker_count=0."
-        )
-        raise
 
 
 def _worker_tag(stream_tag: str, worker: int) -> str:
@@ -78,22 +49,15 @@ def _worker_tag(stream_tag: str, worker: int) -> str:
             return stream_tag + digits[-2:]
 
 
-def _pickled(pipeline: Any) -> bytes:
-    """The pipeline for the workers: one with a ``pickled()`` method (a Dataset API pipeline)
-    pickles itself, with its own error note; the DataLoader's goes through check_picklable."""
-    pickled = getattr(pipeline, "pickled", None)
-    return pickled() if pickled is not None else check_picklable(pipeline)
-
-
 class WorkerStream:
-    """Runs the pipeline in ``layout.worker_count`` processes and merges their elements in order.
+    """Runs the pipeline in ``workers`` processes and merges their elements in order.
 
-    ``pipeline`` is the DataLoader's :class:`~grainlite.loader.pipeline.Pipeline` or a Dataset API
-    :class:`~grainlite.dataset.worker_pipeline.DatasetPipeline`: anything with
-    ``iterate(worker, workers, state, allocate)`` and ``batches_last``. Only ``layout.worker_count``
-    and ``loader.multiprocessing_options.per_worker_buffer_size`` are read from the other two.
-    ``counters`` (kept by the iterator across streams) receives the consumer's wait, the parent's
-    transport time and the workers' reports.
+    ``pipeline`` is a :class:`~grainlite.engine.pipeline.WorkerPipeline`: the DataLoader's
+    :class:`~grainlite.loader.pipeline.Pipeline` or a Dataset API
+    :class:`~grainlite.dataset.worker_pipeline.DatasetPipeline`. ``buffer`` is each worker's
+    element credit (the options' ``per_worker_buffer_size``; at least 1 is used). ``counters``
+    (kept by the iterator across streams) receives the consumer's wait, the parent's transport
+    time and the workers' reports.
     """
 
     # At the end of the stream the workers stop, unless this is True: then they wait for a
@@ -102,19 +66,19 @@ class WorkerStream:
 
     def __init__(
         self,
-        pipeline: Pipeline | Any,
-        layout: Layout | Any,
+        pipeline: WorkerPipeline,
+        workers: int,
         position: IteratorPosition,
-        loader: Any,
+        buffer: int,
         counters: ParentCounters | None = None,
     ) -> None:
         self._pipeline = pipeline
-        self.counters = counters if counters is not None else ParentCounters(layout.worker_count)
-        self._workers = layout.worker_count
+        self.counters = counters if counters is not None else ParentCounters(workers)
+        self._workers = workers
         self._states = list(position.states)
         self._next = position.next_worker
         self._exhausted = list(position.exhausted)
-        self._credits = max(1, loader.multiprocessing_options.per_worker_buffer_size)
+        self._credits = max(1, buffer)
         self._generation = 0
         self._tag = secrets.token_hex(2)
         self._group = ProcessGroup(self._workers, self._tag)
@@ -145,10 +109,8 @@ class WorkerStream:
         """Starts the interpreters, then sends each its Init (the pipeline, pickled once)."""
         self._group.start()
         shm.remove_stale_segments_automatically()
-        blob = _pickled(self._pipeline)
-        release = getattr(self._pipeline, "release_readers", None)
-        if release is not None:
-            release()  # only the workers read
+        blob = self._pipeline.pickled()
+        self._pipeline.release_readers()  # only the workers read
         for w in range(self._workers):
             tag = _worker_tag(self._tag, w)
             init = Init(blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits)
@@ -256,10 +218,7 @@ class WorkerStream:
 
     def _describe(self, w: int) -> str:
         """Where worker ``w`` stands, in words, for a report that it is silent."""
-        describe = getattr(self._pipeline, "describe_position", None)
-        if describe is not None:
-            return str(describe(w, self._workers, self._states[w]))
-        return "the element after its last delivered one"
+        return str(self._pipeline.describe_position(w, self._workers, self._states[w]))
 
     def _receive(self, w: int) -> Element | ErrorReport | End:
         while True:

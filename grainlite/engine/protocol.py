@@ -51,6 +51,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from grainlite.stats.counters import REPORT_EVERY_S as REPORT_EVERY_S
+from grainlite.stats.counters import REPORT_WHEN_BLOCKED_S as REPORT_WHEN_BLOCKED_S
+
 # Parent -> worker --------------------------------------------------------------------------------
 
 
@@ -127,13 +130,6 @@ class StatsReport(NamedTuple):
 
     stats: dict[str, Any]
 
-
-REPORT_EVERY_S = 0.5
-"""A worker reports its counters after an element once this long has passed since the last."""
-
-REPORT_WHEN_BLOCKED_S = 0.1
-"""... or this long, when it has just waited on a full buffer (it is idle then: reporting is free,
-and the parent learns early that the consumer is the slow side)."""
 
 ToWorker = Init | Ack | Restart | Stop
 ToParent = Element | ErrorReport | Announce | End | StatsReport

@@ -14,9 +14,9 @@ import signal
 import traceback
 from typing import Any
 
+from grainlite.engine.failures import hide_internal_frames
 from grainlite.engine.protocol import ErrorReport
 from grainlite.errors import GrainliteRuntimeError, WorkerDiedError
-from grainlite.loader.failures import hide_internal_frames
 
 
 class RemoteTraceback(Exception):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from grainlite.checks import int_option
+from grainlite.cpus import usable_cpu_count
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.loader.cpus import usable_cpu_count
 from grainlite.sampling.sharding import ShardOptions
 
 

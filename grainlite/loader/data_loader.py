@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from grainlite.engine.failures import FailedElement, hide_internal_frames
 from grainlite.errors import (
     GrainliteRuntimeError,
     GrainliteTypeError,
@@ -25,9 +26,8 @@ from grainlite.loader.arguments import (
     resolve_shard_options,
     resolve_worker_count,
 )
-from grainlite.loader.failures import FailedElement, hide_internal_frames
-from grainlite.loader.options import MultiprocessingOptions, ReadOptions
 from grainlite.loader.pipeline import Pipeline
+from grainlite.options import MultiprocessingOptions, ReadOptions
 from grainlite.sampling.sharding import ShardOptions
 from grainlite.sources.protocol import source_repr
 from grainlite.stats.counters import ParentCounters
@@ -43,7 +43,7 @@ class DataLoader:
 
     Every argument is keyword-only, as in Grain. ``worker_count=0`` runs the pipeline in this
     process; ``worker_count=N`` runs it in N worker processes (``None``: one per CPU this process
-    may use, see :func:`~grainlite.loader.cpus.usable_cpu_count`), each keeping up to
+    may use, see :func:`~grainlite.cpus.usable_cpu_count`), each keeping up to
     ``worker_buffer_size`` finished elements ready (0 works as 1). ``shard_options`` defaults to the
     sampler's own. ``read_options`` sets the reader threads of each process.
     ``enable_profiling=True`` logs each iterator's :meth:`~DataLoaderIterator.stats` table and
@@ -192,7 +192,11 @@ class DataLoaderIterator(Iterator[Any]):
         from grainlite.engine.parent import WorkerStream
 
         return WorkerStream(
-            self._pipeline, self._layout, self._position, self._loader, self._counters
+            self._pipeline,
+            self._layout.worker_count,
+            self._position,
+            self._loader.multiprocessing_options.per_worker_buffer_size,
+            self._counters,
         )
 
     def __next__(self) -> Any:

@@ -43,10 +43,10 @@ from grainlite.loader import pending as pending_field
 from grainlite.loader import resharding
 from grainlite.loader import state as codec
 from grainlite.loader.holes import Plan, Resuming, innermost, takens_of
-from grainlite.loader.options import ReadOptions
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.stages import build_chain, initial_state
 from grainlite.loader.striding import WorkerSlice
+from grainlite.options import ReadOptions
 
 
 @dataclass

@@ -17,13 +17,15 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from grainlite.loader.failures import FailedElement
+from grainlite.engine import pickling
+from grainlite.engine.failures import FailedElement
+from grainlite.engine.pipeline import PipelineBase
 from grainlite.loader.holes import Plan, Resuming, armed_push, wrap
-from grainlite.loader.options import ReadOptions
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.runs import MappedRuns
 from grainlite.loader.stages import Allocator, Held, Steps, build_chain, initial_state
 from grainlite.loader.striding import WorkerSlice
+from grainlite.options import ReadOptions
 from grainlite.stats.chain import ChainTimer, operation_names
 from grainlite.stats.counters import ENABLED as STATS_ENABLED
 
@@ -63,7 +65,7 @@ def _with_skipped(state: Any, skipped: set[tuple[int, Any]]) -> Any:
 
 
 @dataclass(frozen=True)
-class Pipeline:
+class Pipeline(PipelineBase):
     """Everything a process needs to produce its share of the elements; pickled to workers.
 
     Attributes:
@@ -91,6 +93,35 @@ class Pipeline:
 
         if type(self.source) is ArrayRecordDataSource:
             self.source.close()
+
+    def pickled(self) -> bytes:
+        """Pickles the pipeline for the workers; if it cannot, re-raises pickle's error as it was.
+
+        As in Grain, the error keeps its original type (a ValueError raised by a ``__reduce__``
+        stays a ValueError, a lock gives pickle's TypeError), with a note naming the part of the
+        pipeline that cannot travel (``data_source``, ``sampler`` or ``operations[i]``) and the fix.
+        """
+        try:
+            return pickling.dumps(self)
+        except Exception as error:
+            parts = [("data_source", self.source), ("sampler", self.sampler)]
+            parts += [(f"operations[{i}]", op) for i, op in enumerate(self.operations)]
+            for name, part in parts:
+                try:
+                    pickling.dumps(part)
+                except Exception as part_error:
+                    part_error.add_note(
+                        f"grainlite: the DataLoader's {name} ({type(part).__name__}) cannot be "
+                        f"pickled for the worker processes. Make it picklable with cloudpickle "
+                        f"(e.g. open files and locks lazily, not in __init__), or use "
+                        f"worker_count=0."
+                    )
+                    raise part_error from None
+            error.add_note(
+                "grainlite: the DataLoader's pipeline cannot be pickled for the worker processes; "
+                "make its parts picklable with cloudpickle, or use worker_count=0."
+            )
+            raise
 
     @property
     def operations(self) -> tuple[Any, ...]:
@@ -163,7 +194,7 @@ class Pipeline:
 
         ``start`` is a state as yielded before (or :meth:`initial_state`); iteration resumes right
         after the element that state was yielded with. An element may be a
-        :class:`~grainlite.loader.failures.FailedElement`; the stream goes on after it. ``stats``
+        :class:`~grainlite.engine.failures.FailedElement`; the stream goes on after it. ``stats``
         (from :meth:`make_stats`) receives the read and per-operation counters. A
         :class:`~grainlite.loader.holes.Resuming` start reads its holes before the native tail.
         """

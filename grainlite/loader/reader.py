@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from grainlite.errors import CorruptedDataError
-from grainlite.loader.options import ReadOptions
 from grainlite.loader.striding import WorkerSlice
+from grainlite.options import ReadOptions
 from grainlite.stats.counters import StageCounter, clock
 
 _MAX_CHUNK = 256

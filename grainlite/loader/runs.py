@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from grainlite.loader.failures import fail
-from grainlite.loader.stages import BatchStage, MapStage, RandomMapStage, Sink, make_rng
+from grainlite.engine.failures import fail
+from grainlite.loader.stages import BatchStage, MapStage, RandomMapStage, Sink
+from grainlite.sampling.rng import record_rng as make_rng
 
 
 class MappedRuns:

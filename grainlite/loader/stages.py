@@ -4,7 +4,7 @@ Pushing (instead of chaining generators) costs one method call per stage and rec
 output carry the iterator state *after* it was produced, which is what a checkpoint stores.
 
 Each ``push(data, rng, state)`` receives:
-  * ``data``: the element, or a :class:`~grainlite.loader.failures.FailedElement` when an earlier
+  * ``data``: the element, or a :class:`~grainlite.engine.failures.FailedElement` when an earlier
     stage raised for it; stages pass a failed element on untouched, in the element's place;
   * ``rng``: the record's random generator, or the int key it will be made from (made only when a
     RandomMapTransform asks, then passed on so later transforms see the same, advanced generator),
@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.loader.failures import FailedElement, describe_operation, fail
+from grainlite.engine.failures import FailedElement, describe_operation, fail
 from grainlite.sampling.records import Record, RecordMetadata
+from grainlite.sampling.rng import record_rng as make_rng
 from grainlite.transforms.base import Kind
 from grainlite.transforms.batch import make_batch
 from grainlite.transforms.batch_rows import BatchRows
@@ -35,11 +36,6 @@ from grainlite.transforms.custom_operation import OperationRunner, custom_output
 from grainlite.transforms.legacy import BatchOperation, stack_or_type_error
 
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
-
-
-def make_rng(key: int) -> np.random.Generator:
-    """The per-record generator Grain gives record ``i``: ``Philox(key=seed + i)``."""
-    return np.random.Generator(np.random.Philox(key=key))
 
 
 class Held:

@@ -23,6 +23,7 @@ from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.sampling import foreign
 from grainlite.sampling.index_shuffle import _shuffle_trusted
 from grainlite.sampling.records import RecordMetadata
+from grainlite.sampling.rng import record_rng
 from grainlite.sampling.sharding import NoSharding, ShardOptions, even_split
 
 _UINT32 = 2**32
@@ -106,7 +107,7 @@ def _make_rng(seed: int | None, index: int) -> np.random.Generator | None:
     """The per-record generator, ``Generator(Philox(key=seed + index))``, as Grain makes it."""
     if seed is None:
         return None
-    return np.random.Generator(np.random.Philox(key=seed + index))
+    return record_rng(seed + index)
 
 
 class _KeyedSampler:

@@ -28,6 +28,13 @@ _BLOCK = 1024  # steady gaps drawn at a time
 ENABLED = os.environ.get("GRAINLITE_STATS", "1") not in ("0", "off", "false")
 """Timing on (the default); read once at import, in each process."""
 
+REPORT_EVERY_S = 0.5
+"""A worker reports its counters after an element once this long has passed since the last."""
+
+REPORT_WHEN_BLOCKED_S = 0.1
+"""... or this long, when it has just waited on a full buffer (it is idle then: reporting is free,
+and the parent learns early that the consumer is the slow side)."""
+
 clock = time.perf_counter_ns
 
 

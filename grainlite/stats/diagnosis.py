@@ -8,7 +8,7 @@ The rules, in order (each has a test that builds the situation for real):
    loader settings cannot help.
 3. Otherwise the loader is the slow side, and its biggest stage is named:
    a transform or batch (by class name): run it in (more) worker processes, up to the CPUs this
-   process may use (:func:`~grainlite.loader.cpus.usable_cpu_count`), or make it cheaper when every
+   process may use (:func:`~grainlite.cpus.usable_cpu_count`), or make it cheaper when every
    CPU has a worker; a read: reader threads (``ReadOptions``) if a record takes more than
    :data:`SLOW_READ_S` to read, and workers; the transport: put the
    Batch in the workers and keep elements numpy arrays; a Dataset API node that runs in the
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from grainlite.engine.protocol import REPORT_EVERY_S
+from grainlite.stats.counters import REPORT_EVERY_S
 
 if TYPE_CHECKING:
     from grainlite.stats.report import StageStats, Stats

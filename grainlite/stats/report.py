@@ -159,12 +159,12 @@ def build(
     Args:
       parent: the consumer's counters (and the workers' latest snapshots).
       local_stages: snapshots of the stages that run in this process.
-      usable_cpus: for the diagnosis; default :func:`~grainlite.loader.cpus.usable_cpu_count`.
+      usable_cpus: for the diagnosis; default :func:`~grainlite.cpus.usable_cpu_count`.
       delivered: elements the iterator returned, where ``parent`` does not count them.
       api: ``"loader"`` or ``"dataset"`` (see :attr:`Stats.api`).
     """
     if usable_cpus is None:
-        from grainlite.loader.cpus import usable_cpu_count
+        from grainlite.cpus import usable_cpu_count
 
         usable_cpus = usable_cpu_count()
     wall = parent.wall_seconds()

@@ -147,7 +147,7 @@ def _read_share(result: Result) -> float:
 
 def default_worker_counts() -> list[int]:
     """0, 1, 2, 4, ... up to the CPUs this process may use."""
-    from grainlite.loader.cpus import usable_cpu_count
+    from grainlite.cpus import usable_cpu_count
 
     cpus = usable_cpu_count()
     counts, n = [0], 1
@@ -201,7 +201,7 @@ def main(args: argparse.Namespace) -> int:
         best = _best(tried)
     threads = "the default ReadOptions"
     if accepts(factory, "read_options") and _read_share(best) > _READ_SHARE:
-        from grainlite.loader.options import ReadOptions
+        from grainlite.options import ReadOptions
 
         options = ReadOptions(num_threads=16, prefetch_buffer_size=500)
         settings = {**best.settings, "read_options": options}

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.sampling.records import RecordMetadata
+from grainlite.sampling.rng import record_rng
 from grainlite.sampling.samplers import IndexSampler
 from grainlite.sampling.sharding import ShardOptions, even_split
 
@@ -99,7 +100,7 @@ class EpochSampler:
         global_index = self._shard_index + self._shard_count * position
         rng = None
         if self._seed is not None:
-            rng = np.random.Generator(np.random.Philox(key=self._seed + global_index))
+            rng = record_rng(self._seed + global_index)
         return RecordMetadata(index=global_index, record_key=key, rng=rng)
 
     def __getstate__(self) -> dict[str, Any]:

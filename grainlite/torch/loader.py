@@ -19,7 +19,7 @@ from grainlite.loader.arguments import (
     check_worker_buffer_size,
     resolve_worker_count,
 )
-from grainlite.loader.options import ReadOptions
+from grainlite.options import ReadOptions
 from grainlite.sampling.samplers import IndexSampler
 from grainlite.sampling.sharding import NoSharding, ShardOptions
 from grainlite.torch import state as state_dict_codec

@@ -20,6 +20,7 @@ import numpy as np
 
 from grainlite.errors import GrainliteTypeError
 from grainlite.transforms.batch import Batch, validate_batch_size
+from grainlite.transforms.kinds import METHODS
 from grainlite.transforms.legacy import is_custom_operation, legacy_kind, log_deprecation
 
 Kind = Literal["map", "random_map", "filter", "flat_map", "batch", "operation"]
@@ -112,20 +113,16 @@ Transformation = (
 Transformations = Sequence[Transformation]
 """The ``operations`` of a DataLoader, applied in order."""
 
-_BASES: tuple[tuple[type, Kind], ...] = (
+CLASS_KINDS: tuple[tuple[type, str], ...] = (
+    (MapWithIndexTransform, "map_with_index"),
     (MapTransform, "map"),
     (RandomMapTransform, "random_map"),
     (TfRandomMap, "random_map"),
     (FilterTransform, "filter"),
     (FlatMapTransform, "flat_map"),
 )
-_METHODS: tuple[tuple[str, Kind], ...] = (
-    ("map", "map"),
-    ("random_map", "random_map"),
-    ("np_random_map", "random_map"),  # Grain's TfRandomMap: run as a RandomMap, as Grain does
-    ("filter", "filter"),
-    ("flat_map", "flat_map"),
-)
+"""``(base class, kind)`` of the transform classes, in the order objects are tested; the method
+table is :data:`grainlite.transforms.kinds.METHODS`. The DataLoader skips ``map_with_index``."""
 _ACCEPTED = (
     "Accepted: Batch, or an instance of MapTransform (map), RandomMapTransform (random_map), "
     "FilterTransform (filter) or FlatMapTransform (flat_map), from grainlite or grain, or any "
@@ -163,13 +160,21 @@ def classify(op: Any) -> Kind:
         return cast(Kind, legacy)
     if is_custom_operation(op):  # Grain's Operation protocol: records in, records out
         return "operation"
-    kinds = [kind for base, kind in _BASES if isinstance(op, base)]
+    kinds = [
+        kind for base, kind in CLASS_KINDS if kind != "map_with_index" and isinstance(op, base)
+    ]
     if isinstance(op, type):  # its methods are there, unbound: the usual missing "()"
         raise _error(op, f"this is a class, not an instance; pass {op.__name__}() instead.")
     if not kinds:
-        kinds = list(dict.fromkeys(kind for method, kind in _METHODS if _has_method(op, method)))
+        kinds = list(
+            dict.fromkeys(
+                kind
+                for method, kind in METHODS
+                if kind != "map_with_index" and _has_method(op, method)
+            )
+        )
     if len(kinds) == 1:
-        return kinds[0]
+        return cast(Kind, kinds[0])
     if kinds:
         raise _error(op, f"it could be any of {kinds}; give it exactly one of those methods.")
     if all(hasattr(op, field) for field in ("batch_size", "drop_remainder", "batch_fn")):

@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 
 from grainlite import tree
-from grainlite.dataset.experimental import packing_checks
-from grainlite.dataset.experimental.packing_fit import fill_round
-from grainlite.dataset.experimental.packing_layout import PackSpec, assemble_columns
 from grainlite.errors import GrainliteValueError
 from grainlite.sampling.records import Record, RecordMetadata
 from grainlite.transforms.legacy import Operation
+from grainlite.transforms.packing import checks as packing_checks
+from grainlite.transforms.packing.fit import fill_round
+from grainlite.transforms.packing.layout import PackSpec, assemble_columns
 
 _LOGGER = logging.getLogger("grainlite")
 _INDEX = "index"  # where a flattened record keeps its metadata's index (not a feature name)

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset
-from grainlite.dataset.experimental import packing_checks
 from grainlite.dataset.experimental.concat_then_split_plan import Config, Planner, state_slices
 from grainlite.errors import GrainliteValueError
+from grainlite.transforms.packing import checks as packing_checks
 
 BLOCK_ROWS = 16  # rows planned and written together
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from grainlite.dataset.base import DatasetIterator, MapDataset, first_hole_maker
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.loader.options import ReadOptions
+from grainlite.options import ReadOptions
 from grainlite.transforms.batch import validate_batch_size
 
 

@@ -15,7 +15,7 @@ The state is Grain's ``{"parent": <parent state at the round's start>, "next_row
 "counter": rows emitted}``: a restore rebuilds the round from the parent and skips ``k`` rows.
 
 Only the bin choice runs per sequence (a few numpy operations over the bins); the rows of a round
-are written at once by :func:`~grainlite.dataset.experimental.packing_layout.assemble_rows`.
+are written at once by :func:`~grainlite.transforms.packing.layout.assemble_rows`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset
-from grainlite.dataset.experimental import packing_checks
-from grainlite.dataset.experimental.packing_fit import fill_round
-from grainlite.dataset.experimental.packing_layout import PackSpec, assemble_rows
+from grainlite.transforms.packing import checks as packing_checks
+from grainlite.transforms.packing.fit import fill_round
+from grainlite.transforms.packing.layout import PackSpec, assemble_rows
 
 
 def _group_value(values: Any) -> float:

@@ -1,0 +1,138 @@
+"""Argument, element and state checks shared by the packers, with grainlite's error messages.
+
+Grain 0.2.18's packers accept flat dicts of numpy arrays only; where Grain fails with a bare
+``AssertionError`` (an element that is not a dict, a feature that is a list) grainlite raises a
+``TypeError`` that names the feature and the fix, and a sequence longer than its target raises
+``ValueError`` as Grain does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.transforms.packing.layout import PackSpec
+
+
+def _per_feature(
+    owner: str, argument: str, struct: Any, features: Sequence[str], default: Any
+) -> list[Any]:
+    if struct is None:
+        return [default] * len(features)
+    if not isinstance(struct, Mapping):
+        raise GrainliteTypeError(
+            f"{owner} {argument} must be a dict from feature name to value (got {struct!r}); "
+            f"pass e.g. {{{features[0]!r}: ...}} for the features of length_struct."
+        )
+    return [struct.get(name, default) for name in features]
+
+
+def make_spec(
+    owner: str,
+    length_struct: Any,
+    meta_features: Sequence[str],
+    alignment_struct: Any,
+    padding_struct: Any,
+) -> PackSpec:
+    """The :class:`PackSpec` of a packer's arguments, checked."""
+    if not isinstance(length_struct, Mapping) or not length_struct:
+        raise GrainliteTypeError(
+            f"{owner} length_struct must be a non-empty dict from feature name to target length "
+            f"(got {length_struct!r}); elements must be flat dicts of arrays, e.g. "
+            "length_struct={'inputs': 1024, 'targets': 1024}."
+        )
+    features = tuple(length_struct)
+    lengths = []
+    for name in features:
+        lengths.append(check_count(owner, f"length_struct[{name!r}]", length_struct[name]))
+    alignments = _per_feature(owner, "pack_alignment_struct", alignment_struct, features, 1)
+    alignments = [
+        check_count(owner, f"pack_alignment_struct[{name!r}]", value)
+        for name, value in zip(features, alignments)
+    ]
+    padding = _per_feature(owner, "padding_struct", padding_struct, features, 0)
+    metas = [str(name) for name in meta_features]
+    return PackSpec(
+        features=features,
+        lengths=tuple(lengths),
+        alignments=tuple(alignments),
+        padding=tuple(padding),
+        sequence_metas=frozenset(name for name in metas if name in length_struct),
+        other_metas=tuple(name for name in metas if name not in length_struct),
+    )
+
+
+def check_count(owner: str, argument: str, value: Any) -> int:
+    """``value`` as a positive int, or a ValueError naming ``argument``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise GrainliteValueError(
+            f"{owner} {argument} must be a positive int (got {value!r}); pass an int >= 1."
+        )
+    return int(value)
+
+
+def check_group_by(owner: str, feature: str | None, spec: PackSpec) -> None:
+    """``shuffle_bins_group_by_feature`` must name a feature the rows keep."""
+    if feature is None or feature in spec.features or feature in spec.other_metas:
+        return
+    raise GrainliteValueError(
+        f"{owner} shuffle_bins_group_by_feature={feature!r} is not a feature of the rows (they "
+        f"keep {sorted([*spec.features, *spec.other_metas])}); add it to length_struct or to "
+        "meta_features."
+    )
+
+
+def sequence_lengths(spec: PackSpec, element: Any) -> list[int]:
+    """The length of each packed feature of ``element``, checked against its target."""
+    try:
+        sizes = [element[name].shape[0] for name in spec.features]
+    except (TypeError, AttributeError, IndexError, KeyError) as error:
+        raise _element_error(spec, element, error) from None
+    for size, length in zip(sizes, spec.lengths):
+        if size > length:
+            too_long = [
+                (name, int(size), int(length))
+                for name, size, length in zip(spec.features, sizes, spec.lengths)
+                if size > length
+            ]
+            raise GrainliteValueError(
+                "Inputs to PackedBatch must be truncated to max length. Exceeds: (feature, "
+                f"feature_length, max_length) = {too_long}. Truncate each sequence to its "
+                "target length before packing (e.g. .map(lambda x: {k: v[:n] ...}))."
+            )
+    return sizes
+
+
+def _element_error(spec: PackSpec, element: Any, error: Exception) -> Exception:
+    if not isinstance(element, Mapping):
+        return GrainliteTypeError(
+            f"A packer's elements must be dicts of numpy arrays (got {type(element).__name__}: "
+            f"{element!r:.200}); map each element to {{feature: np.ndarray}} before packing."
+        )
+    missing = [name for name in spec.features if name not in element]
+    if missing:
+        return KeyError(
+            f"The element has no feature {missing[0]!r} of length_struct (its keys: "
+            f"{sorted(element)}); give every element each feature of length_struct."
+        )
+    for name in spec.features:
+        value = element[name]
+        if not isinstance(value, np.ndarray) or value.ndim == 0:
+            return GrainliteTypeError(
+                f"Feature {name!r} must be a numpy array with a sequence axis (got "
+                f"{type(value).__name__}: {value!r:.200}); convert it with np.asarray(...), or "
+                "list it in meta_features and leave it out of length_struct."
+            )
+    return error
+
+
+def check_state(owner: str, state: Any, keys: Sequence[str]) -> None:
+    """A ValueError unless ``state`` is a dict with ``keys`` (a state of this packer)."""
+    if not isinstance(state, Mapping) or any(key not in state for key in keys):
+        raise GrainliteValueError(
+            f"{owner}.set_state needs a state with keys {list(keys)} (got {state!r:.300}); pass "
+            "a state returned by get_state() of the same pipeline."
+        )

@@ -1,0 +1,126 @@
+"""Turns one packing round (which sequence went to which bin, where) into packed rows, with numpy.
+
+A packer decides, sequence by sequence, the bin and the offset of each sequence; this module then
+writes the whole round at once. Per feature, the round's rows laid end to end are the sequences in
+bin order with padding between them, so one ``np.concatenate`` of the sequences and of views of a
+padding array writes every row (a copy at memory speed); ``*_positions`` and ``*_segment_ids``
+come the same way from views of ``arange`` and zero arrays and from one ``np.repeat``. No Python
+loop runs per token.
+
+The layout follows Grain 0.2.18's packers (learned by running them): rows are the non-empty bins in
+bin order; a packed feature ``f`` gives ``f`` (padded with the feature's padding value, 0 by
+default), ``f_segment_ids`` (int32: the 1-based number of the sequence in its row, 0 in padding)
+and ``f_positions`` (int32: the position inside the sequence, 0 in padding); a sequence meta
+feature is packed and padded alone; a meta feature absent from ``length_struct`` becomes the list
+of its values in the row, in packing order. The keys of a row are sorted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class PackSpec:
+    """What to pack: the packed features, their lengths, padding and alignment, and the metas."""
+
+    features: tuple[str, ...]  # every key of length_struct, in its order
+    lengths: tuple[int, ...]  # one target length per feature
+    alignments: tuple[int, ...]  # one alignment per feature (1: none)
+    padding: tuple[Any, ...]  # one padding value per feature
+    sequence_metas: frozenset[str]  # packed without segment ids and positions
+    other_metas: tuple[str, ...]  # meta features not in length_struct: lists per row
+
+
+@dataclasses.dataclass
+class Round:
+    """One round's placements, in packing order: bin, per-feature offsets and lengths, number."""
+
+    elements: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)
+    bins: list[int] = dataclasses.field(default_factory=list)
+    offsets: list[list[int]] = dataclasses.field(default_factory=list)
+    sizes: list[list[int]] = dataclasses.field(default_factory=list)
+    segment_ids: list[int] = dataclasses.field(default_factory=list)
+
+
+def _layout(
+    order: list[int], bins: list[int], offsets: list[int], sizes: list[int], length: int
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """The pieces of the rows laid end to end: ``(element or -1 for padding, size)`` each."""
+    pieces: list[tuple[int, int]] = []
+    cursor, current = 0, bins[order[0]]
+    for i in order:
+        if bins[i] != current:
+            if cursor < length:
+                pieces.append((-1, length - cursor))
+            cursor, current = 0, bins[i]
+        if offsets[i] > cursor:
+            pieces.append((-1, offsets[i] - cursor))
+        pieces.append((i, sizes[i]))
+        cursor = offsets[i] + sizes[i]
+    if cursor < length:
+        pieces.append((-1, length - cursor))
+    return pieces, [size for _, size in pieces]
+
+
+def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int]:
+    """The round's packed features, each an array of rows (non-empty bins in bin order)."""
+    bins = placed.bins
+    order = sorted(range(len(bins)), key=bins.__getitem__)  # stable: packing order in a bin
+    num_rows = len(set(bins))
+    columns: dict[str, Any] = {}
+    pieces_of: dict[Any, tuple[list[tuple[int, int]], list[int]]] = {}
+    layouts: dict[Any, tuple[Any, Any]] = {}
+    for f, name in enumerate(spec.features):
+        length = spec.lengths[f]
+        offsets = [o[f] for o in placed.offsets]
+        sizes = [s[f] for s in placed.sizes]
+        key = (tuple(offsets), tuple(sizes), length)
+        if key not in pieces_of:
+            pieces_of[key] = _layout(order, bins, offsets, sizes, length)
+        pieces, piece_sizes = pieces_of[key]
+        arrays = [element[name] for element in placed.elements]
+        first = arrays[0]
+        pad = np.full((length, *first.shape[1:]), spec.padding[f], dtype=first.dtype)
+        flat = np.concatenate(
+            [arrays[i] if i >= 0 else pad[:size] for i, size in pieces],
+            dtype=first.dtype,
+            casting="unsafe",
+        )
+        columns[name] = flat.reshape(num_rows, length, *first.shape[1:])
+        if name in spec.sequence_metas:
+            continue
+        if key not in layouts:
+            ramp = np.arange(length, dtype=np.int32)
+            zeros = np.zeros(length, dtype=np.int32)
+            positions = np.concatenate([ramp[:s] if i >= 0 else zeros[:s] for i, s in pieces])
+            ids = [placed.segment_ids[i] if i >= 0 else 0 for i, _ in pieces]
+            segments = np.repeat(np.asarray(ids, dtype=np.int32), piece_sizes)
+            layouts[key] = positions.reshape(num_rows, length), segments.reshape(num_rows, length)
+            columns[f"{name}_positions"], columns[f"{name}_segment_ids"] = layouts[key]
+        else:  # the same layout as an earlier feature (inputs and targets): copy, never share
+            columns[f"{name}_positions"] = layouts[key][0].copy()
+            columns[f"{name}_segment_ids"] = layouts[key][1].copy()
+    return columns, num_rows
+
+
+def assemble_rows(spec: PackSpec, placed: Round) -> list[dict[str, Any]]:
+    """The packed rows of one round, one per non-empty bin, in bin order."""
+    columns, num_rows = assemble_columns(spec, placed)
+    bins = placed.bins
+    keys = sorted([*columns, *spec.other_metas])
+    rows: list[dict[str, Any]] = [{} for _ in range(num_rows)]
+    row_of_bin = {b: r for r, b in enumerate(sorted(set(bins)))}
+    for name in spec.other_metas:
+        per_row: list[list[Any]] = [[] for _ in range(num_rows)]
+        for element, b in zip(placed.elements, bins):
+            per_row[row_of_bin[b]].append(element[name])
+        columns[name] = per_row
+    for r, row in enumerate(rows):
+        for key in keys:
+            row[key] = columns[key][r]
+    return rows

@@ -1,0 +1,207 @@
+"""The layers of grainlite run one way: every import follows an arrow of ``layers.toml``.
+
+The scan reads every ``.py`` file under ``grainlite/`` with :mod:`ast` and takes each import in it,
+at module level and inside functions (a lazy import is an arrow too), plus
+``importlib.import_module("grainlite....")`` with a literal name. Each module is folded to its
+layer (``layers.toml``, ``[layers]``); an import from one layer into another must follow an arrow
+(``[arrows]``, closed under "and below"). A failure lists every arrow against the table, as
+``file:line``, so the fix starts from the list.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "grainlite"
+TABLE = ROOT / "layers.toml"
+
+
+def load_table(path: Path = TABLE) -> dict[str, Any]:
+    with path.open("rb") as file:
+        return tomllib.load(file)
+
+
+def layer_of_name(table: dict[str, Any]) -> dict[str, str]:
+    """Top-level name under grainlite/ -> its layer."""
+    return {name: layer for layer, names in table["layers"].items() for name in names}
+
+
+def allowed(table: dict[str, Any]) -> dict[str, set[str]]:
+    """Layer -> every layer it may import: its own, its arrows and, through them, all below."""
+    arrows: dict[str, list[str]] = table["arrows"]
+    every = set(table["layers"])
+    reach: dict[str, set[str]] = {}
+
+    def below(layer: str, seen: tuple[str, ...] = ()) -> set[str]:
+        if layer in reach:
+            return reach[layer]
+        assert layer not in seen, f"layers.toml: the arrows make a cycle through {seen}"
+        targets = arrows.get(layer, [])
+        result = {layer}
+        if "*" in targets:
+            result |= every
+        else:
+            for target in targets:
+                result |= below(target, (*seen, layer))
+        reach[layer] = result
+        return result
+
+    return {layer: below(layer) for layer in every}
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
+    """``(line, module)`` of every grainlite import in ``path``, anywhere in the file."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            # ``from grainlite import shm`` imports the submodule: fold to it where it is one.
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                file = root / Path(*sub.split("."))
+                is_module = file.is_dir() or file.with_suffix(".py").is_file()
+                yield node.lineno, sub if is_module else module
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.lineno, node.args[0].value
+
+
+def top_name(module: str) -> str | None:
+    """The top-level name under grainlite of ``module`` ("__init__" for the package itself)."""
+    parts = module.split(".")
+    if parts[0] != "grainlite":
+        return None
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def scan(root: Path = ROOT, table: dict[str, Any] | None = None) -> list[str]:
+    """Every import against the table, as ``file:line: from-layer -> to-layer (module)``."""
+    table = table if table is not None else load_table()
+    layers = layer_of_name(table)
+    may = allowed(table)
+    shims = set(table.get("shims", {}))
+    problems: list[str] = []
+    for path in sorted((root / "grainlite").rglob("*.py")):
+        source = module_name(path, root)
+        source_top = top_name(source)
+        assert source_top is not None
+        where = path.relative_to(root)
+        if source_top not in layers:
+            problems.append(f"{where}: grainlite.{source_top} is in no layer of layers.toml")
+            continue
+        source_layer = layers[source_top]
+        for line, target in sorted(set(imports_of(path, root))):
+            target_top = top_name(target)
+            if target_top is None:
+                continue
+            if target in shims:  # judged where it moved; shim_users() lists it
+                target = table["shims"][target]
+                target_top = top_name(target)
+            target_layer = layers.get(target_top)
+            if target_layer is None:
+                problems.append(f"{where}:{line}: {target} is in no layer of layers.toml")
+            elif target_layer not in may[source_layer]:
+                problems.append(f"{where}:{line}: {source_layer} -> {target_layer} ({target})")
+    return problems
+
+
+def shim_users(root: Path = ROOT, table: dict[str, Any] | None = None) -> list[str]:
+    """Every import of an old path that is now a shim, from a module that is not a shim."""
+    table = table if table is not None else load_table()
+    shims = table.get("shims", {})
+    users = []
+    for path in sorted((root / "grainlite").rglob("*.py")):
+        if module_name(path, root) in shims:
+            continue
+        for line, target in sorted(set(imports_of(path, root))):
+            if target in shims:
+                where = path.relative_to(root)
+                users.append(f"{where}:{line}: imports {target}; import {shims[target]} instead")
+    return users
+
+
+def test_every_import_in_grainlite_follows_an_arrow_of_the_layer_table():
+    problems = scan()
+    assert not problems, "imports against layers.toml:\n" + "\n".join(problems)
+
+
+def test_no_module_imports_a_path_that_is_only_a_shim():
+    # The shims (layers.toml, [shims]) keep code written on other branches working until it is
+    # merged; inside grainlite every import names the module where the code lives now.
+    users = shim_users()
+    assert not users, "imports of shim paths:\n" + "\n".join(users)
+
+
+def test_every_shim_is_a_re_export_of_the_module_it_names():
+    table = load_table()
+    for old, new in table.get("shims", {}).items():
+        path = ROOT / Path(*old.split(".")).with_suffix(".py")
+        assert path.is_file(), f"layers.toml lists the shim {old}, but {path} is not there"
+        targets = {target for _, target in imports_of(path)}
+        assert targets == {new}, f"the shim {old} must import only {new}, imports {targets}"
+
+
+def test_every_name_under_grainlite_has_a_layer():
+    layers = layer_of_name(load_table())
+    names = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()
+    }
+    assert names - set(layers) == set(), "add these to a layer in layers.toml"
+
+
+def test_an_upward_import_is_reported_with_its_file_and_line(tmp_path):
+    # A copy of two leaves and the engine, where a leaf imports the engine lazily.
+    package = tmp_path / "grainlite"
+    (package / "engine").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "engine" / "__init__.py").write_text("")
+    (package / "engine" / "parent.py").write_text("from grainlite import errors\n")
+    (package / "errors.py").write_text("")
+    (package / "config.py").write_text(
+        "import os\n\n\ndef late():\n    from grainlite.engine.parent import x\n"
+    )
+    problems = scan(tmp_path)
+    assert problems == ["grainlite/config.py:5: leaves -> engine (grainlite.engine.parent)"]
+
+
+@pytest.mark.parametrize(
+    ("layer", "may", "may_not"),
+    [
+        ("engine", {"shm", "stats", "leaves"}, {"loader", "dataset", "sources", "transforms"}),
+        ("loader", {"engine", "sources", "transforms", "sampling"}, {"dataset", "torch"}),
+        ("dataset", {"engine", "transforms", "sampling"}, {"loader", "checkpoint"}),
+        ("transforms", {"sampling", "leaves"}, {"dataset", "engine", "shm"}),
+        ("leaves", {"leaves"}, {"shm", "sampling", "stats"}),
+    ],
+)
+def test_the_table_closes_arrows_downward_only(layer, may, may_not):
+    reach = allowed(load_table())[layer]
+    assert may <= reach
+    assert not may_not & reach
