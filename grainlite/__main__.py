@@ -17,7 +17,7 @@ COMMANDS = (
     "grainlite.tools.cleanup_command",
     "grainlite.tools.convert_command",
     "grainlite.tools.inspect_command",
-    "grainlite.tools.run_command",
+    "grainlite.run_command",
 )
 
 
