@@ -1,6 +1,6 @@
 """The worker process: runs one worker's share of the pipeline and ships elements to the parent.
 
-Started as ``python -m grainlite.engine.child FD`` with FD one end of a socket pair. It is a
+Started as ``python -m grainlite.engine.child FD PARENT_PID`` with FD one end of a socket pair. It is a
 fresh interpreter that never imports the user's ``__main__`` (the pipeline arrives cloudpickled), so
 scripts need no ``if __name__ == "__main__"`` guard for the workers' sake, and nothing in them
 (``jax.distributed.initialize()`` for one) runs twice. JAX_PLATFORMS is set to ``cpu`` so a
@@ -203,13 +203,20 @@ def _watch_parent(worker: _Worker, parent: int) -> None:
 
 
 def main() -> None:
-    """Entry point: ``python -m grainlite.engine.child FD``."""
+    """Entry point: ``python -m grainlite.engine.child FD PARENT_PID``.
+
+    The parent's pid comes from the parent: read here with ``os.getppid()``, a parent that died
+    while this interpreter started would already read as pid 1, and the worker would never see
+    it go."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # The parent sends SIGUSR1 when this worker is silent for long: print every thread's stack.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     conn = Channel(int(sys.argv[1]))
     worker = _Worker(conn)
-    threading.Thread(target=_watch_parent, args=(worker, os.getppid()), daemon=True).start()
+    parent = int(sys.argv[2])
+    if os.getppid() != parent:  # the parent died while this interpreter started
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(worker, parent), daemon=True).start()
     try:
         init: Init = pickle.loads(conn.recv_bytes())
     except (EOFError, OSError):

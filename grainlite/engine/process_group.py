@@ -113,7 +113,13 @@ class ProcessGroup:
                 raise _start_error(worker, self.count, error) from error
             try:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "grainlite.engine.child", str(child_end.fileno())],
+                    [
+                        sys.executable,
+                        "-m",
+                        "grainlite.engine.child",
+                        str(child_end.fileno()),
+                        str(os.getpid()),
+                    ],
                     pass_fds=(child_end.fileno(),),
                     env=env,
                     stdin=subprocess.DEVNULL,
