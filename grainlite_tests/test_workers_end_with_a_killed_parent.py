@@ -9,6 +9,7 @@ of that job.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -88,10 +89,8 @@ def test_no_worker_outlives_a_parent_killed_while_its_workers_start():
                 survivors[delay] = left
         finally:
             for pid in _processes_with(mark):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             if job.poll() is None:
                 job.kill()
                 job.wait()
