@@ -2,7 +2,8 @@
 
 Started as ``python -m grainlite.engine.child FD PARENT_PID`` with FD one end of a socket pair
 and PARENT_PID the pid of the process that started it. It is a fresh interpreter that never
-imports the user's ``__main__`` (the pipeline arrives cloudpickled), so scripts need no ``if __name__ == "__main__"`` guard for the workers' sake, and nothing in them
+imports the user's ``__main__`` (the pipeline arrives cloudpickled), so scripts need no
+``if __name__ == "__main__"`` guard for the workers' sake, and nothing in them
 (``jax.distributed.initialize()`` for one) runs twice. JAX_PLATFORMS is set to ``cpu`` so a
 transform that imports JAX never takes an accelerator.
 
