@@ -152,7 +152,7 @@ class DataLoader:
         """
         iterator = DataLoaderIterator(self)
         if self._layout.worker_count > 0:
-            iterator.start_prefetch()
+            iterator._start_early()
         return iterator
 
 
@@ -177,6 +177,9 @@ class DataLoaderIterator(Iterator[Any]):
         self._counters = ParentCounters(self._layout.worker_count)  # stats(), across streams
         self._timer: Any = None  # the in-process pipeline's counters (worker_count=0)
         self._profiler: Any = None
+        # Why the workers could not start at iter() (a pipeline that cannot be pickled): raised
+        # by the first next(), where Grain raises it.
+        self._start_error: Exception | None = None
         if state is not None:
             self.set_state(state)
 
@@ -209,6 +212,9 @@ class DataLoaderIterator(Iterator[Any]):
                     "This iterator was closed; call iter(loader) for a new one, or restore a "
                     "saved state into a new iterator with set_state()."
                 )
+            if self._start_error is not None:
+                error, self._start_error = self._start_error, None
+                raise error
             self._counters.start()
             stream = self._stream = self._start()
         try:
@@ -233,8 +239,16 @@ class DataLoaderIterator(Iterator[Any]):
         workers move to the restored position. Every element is made in a worker process.
         """
         if self._stream is None and not self._closed:
-            self._stream = self._start()
-            self._stream.start()
+            stream = self._start()
+            stream.start()  # closes the stream if it raises
+            self._stream = stream
+
+    def _start_early(self) -> None:
+        """``start_prefetch()`` for ``iter()``: an error is kept for the first ``next()``."""
+        try:
+            self.start_prefetch()
+        except Exception as error:
+            self._start_error = error
 
     def get_state(self) -> bytes:
         """The position after the last element returned, as Grain's checkpoint JSON."""
