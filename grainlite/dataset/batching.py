@@ -194,6 +194,14 @@ class BatchIterDataset(IterDataset):
             iter(self._parent), self._batch_size, self._drop_remainder, self._batch_fn
         )
 
+    def enable_shared_memory_output(self) -> None:
+        """Grain's request to build batches in shared memory for ``mp_prefetch``'s transport.
+
+        Accepted and recorded: grainlite's ``mp_prefetch`` already moves the batches its workers
+        make through shared memory, so the batches given here stay plain arrays.
+        """
+        self._shared_memory_output = True
+
     def __str__(self) -> str:
         return (
             f"BatchIterDataset(batch_size={self._batch_size}, "
