@@ -225,6 +225,17 @@ class BatchDatasetIterator(DatasetIterator):
         self._batch_fn = batch_fn
         self._stats_stage = StageCounter("Batch", "batch")  # stacking timed for every batch
 
+    def _get_next_index(self) -> int:
+        """Grain's next index of a batch: the parent's next index over the batch size."""
+        from grainlite.dataset.next_index import get_next_index
+
+        return get_next_index(self._parent) // self._batch_size
+
+    def _set_next_index(self, index: int) -> None:
+        from grainlite.dataset.next_index import set_next_index
+
+        set_next_index(self._parent, index * self._batch_size)
+
     def __next__(self) -> Any:
         values = list(itertools.islice(self._parent, self._batch_size))
         if not values or (self._drop_remainder and len(values) < self._batch_size):
