@@ -226,10 +226,11 @@ class BatchDatasetIterator(DatasetIterator):
         self._stats_stage = StageCounter("Batch", "batch")  # stacking timed for every batch
 
     def _get_next_index(self) -> int:
-        """Grain's next index of a batch: the parent's next index over the batch size."""
+        """Grain's next index of a batch: the parent's next index over the batch size, rounded
+        up (a short last batch counts)."""
         from grainlite.dataset.next_index import get_next_index
 
-        return get_next_index(self._parent) // self._batch_size
+        return -(-get_next_index(self._parent) // self._batch_size)
 
     def _set_next_index(self, index: int) -> None:
         from grainlite.dataset.next_index import set_next_index
