@@ -16,6 +16,13 @@ from grainlite.transforms.base import FlatMapTransform, MapWithIndexTransform
 
 if TYPE_CHECKING:
     from grainlite.dataset.apply import apply_transformations
+    from grainlite.dataset.element_spec import (
+        ShapeDtypeStruct,
+        ShapeDtypeStructProtocol,
+        get_element_spec,
+    )
+    from grainlite.dataset.experimental.cache import CacheIterDataset
+    from grainlite.dataset.experimental.checkpoint_check import assert_equal_output_after_checkpoint
     from grainlite.dataset.experimental.concat_then_split import (
         BOSHandling,
         ConcatThenSplitIterDataset,
@@ -33,6 +40,7 @@ if TYPE_CHECKING:
     from grainlite.dataset.experimental.thread_prefetch import (
         ThreadPrefetchDatasetIterator,
         ThreadPrefetchIterDataset,
+        multithread_prefetch,
     )
     from grainlite.dataset.experimental.window_shuffle import (
         WindowShuffleIterDataset,
@@ -40,11 +48,28 @@ if TYPE_CHECKING:
     )
     from grainlite.dataset.experimental.zip import ZipIterDataset, ZipMapDataset
     from grainlite.dataset.flat_map import FlatMapIterDataset, FlatMapMapDataset
+    from grainlite.dataset.next_index import get_next_index, set_next_index
+    from grainlite.dataset.options import (
+        DatasetOptions,
+        ExecutionTrackingMode,
+        WithOptionsIterDataset,
+    )
     from grainlite.device.dataset import device_put
     from grainlite.transforms.pack_and_batch import PackAndBatchOperation
 
 # Name -> the module that defines it; resolved by __getattr__ on first use.
 LAZY_NAMES = {
+    "CacheIterDataset": "grainlite.dataset.experimental.cache",
+    "DatasetOptions": "grainlite.dataset.options",
+    "ExecutionTrackingMode": "grainlite.dataset.options",
+    "WithOptionsIterDataset": "grainlite.dataset.options",
+    "assert_equal_output_after_checkpoint": "grainlite.dataset.experimental.checkpoint_check",
+    "get_next_index": "grainlite.dataset.next_index",
+    "set_next_index": "grainlite.dataset.next_index",
+    "multithread_prefetch": "grainlite.dataset.experimental.thread_prefetch",
+    "get_element_spec": "grainlite.dataset.element_spec",
+    "ShapeDtypeStruct": "grainlite.dataset.element_spec",
+    "ShapeDtypeStructProtocol": "grainlite.dataset.element_spec",
     "BOSHandling": "grainlite.dataset.experimental.concat_then_split",
     "BestFitPackIterDataset": "grainlite.dataset.experimental.packing",
     "ConcatThenSplitIterDataset": "grainlite.dataset.experimental.concat_then_split",
@@ -73,8 +98,11 @@ LAZY_NAMES = {
 __all__ = [
     "BOSHandling",
     "BestFitPackIterDataset",
+    "CacheIterDataset",
     "ConcatThenSplitIterDataset",
+    "DatasetOptions",
     "ElasticIterator",
+    "ExecutionTrackingMode",
     "FirstFitPackIterDataset",
     "FlatMapIterDataset",
     "FlatMapMapDataset",
@@ -86,17 +114,25 @@ __all__ = [
     "ParquetIterDataset",
     "RebatchIterDataset",
     "RepeatIterDataset",
+    "ShapeDtypeStruct",
+    "ShapeDtypeStructProtocol",
     "TFRecordIterDataset",
     "ThreadPrefetchDatasetIterator",
     "ThreadPrefetchIterDataset",
     "WindowShuffleIterDataset",
     "WindowShuffleMapDataset",
+    "WithOptionsIterDataset",
     "ZipIterDataset",
     "ZipMapDataset",
     "apply_transformations",
+    "assert_equal_output_after_checkpoint",
     "batch_and_pad",
     "device_put",
+    "get_element_spec",
+    "get_next_index",
     "index_shuffle",
+    "multithread_prefetch",
+    "set_next_index",
 ]
 
 

@@ -85,19 +85,26 @@ _EXPERIMENTAL: dict[str, Entry] = {
         "Grain's rows, keys and state, vectorised; max_sequences_per_bin also holds for empty "
         "sequences (Grain's puts them in full bins)",
     ),
-    "CacheIterDataset": _dataset_extra(),
+    "CacheIterDataset": Entry(
+        FIX,
+        "Grain's elements and {parent, position, cache_filled} state; a cache_filled state "
+        "restored where the cache is empty reads the parent again",
+    ),
     "ConcatThenSplitIterDataset": Entry(
         FIX,
         "Grain's rows and state, with [start, stop] lists for its tuples (Grain misreads its own "
         "state after JSON); no token repeated for unequal features; BOS with empty sequences",
     ),
-    "DatasetOptions": _dataset_extra(),
+    "DatasetOptions": _same(
+        "Grain's fields, defaults and merge(); the filter thresholds are honoured, "
+        "execution_tracking_mode and min_shm_size are kept"
+    ),
     "ElasticIterator": Entry(
         FIX,
         'Grain\'s batches and {"global_next_index"} state, restored onto any shard count and '
         "global batch size; a DatasetIterator here (an IterDataset subclass in Grain)",
     ),
-    "ExecutionTrackingMode": _dataset_extra(),
+    "ExecutionTrackingMode": _same("an enum with Grain's members and values"),
     "FirstFitPackIterDataset": Entry(
         FIX,
         "Grain's rows, keys and state, written with numpy; bad arguments (no bins, a group-by "
@@ -126,8 +133,8 @@ _EXPERIMENTAL: dict[str, Entry] = {
         "Grain's state; an endless repeat of an empty stream ends (Grain's hangs)"
     ),
     "RngPool": _dataset_extra(),
-    "ShapeDtypeStruct": _dataset_extra(),
-    "ShapeDtypeStructProtocol": _dataset_extra(),
+    "ShapeDtypeStruct": _same("a frozen dataclass of shape and dtype"),
+    "ShapeDtypeStructProtocol": _same("a runtime-checkable Protocol"),
     "TFRecordIterDataset": _same(
         "no TensorFlow; length CRCs checked (data CRCs with a compiled crc32c)"
     ),
@@ -141,23 +148,33 @@ _EXPERIMENTAL: dict[str, Entry] = {
     "WindowShuffleMapDataset": _same(
         "Grain's permutation per window (index_shuffle with seed + window)"
     ),
-    "WithOptionsIterDataset": _dataset_extra(),
+    "WithOptionsIterDataset": _same(
+        "options in force for the iterators below it; the outer node wins where two set a field"
+    ),
     "ZipIterDataset": _same('Grain\'s tuples, strict rule and {"parents": [...]} state'),
     "ZipMapDataset": _same("Grain's tuples; parents of one length"),
     "apply_transformations": _same("what MapDataset.apply and IterDataset.apply call"),
-    "assert_equal_output_after_checkpoint": _dataset_extra(),
+    "assert_equal_output_after_checkpoint": _same(
+        "every state of one pass, restored in a fresh iterator, resumes the same output"
+    ),
     "batch_and_pad": _same("Grain's padded batches and errors"),
     "device_put": Entry(
         FIX,
         "an IterDataset of placed elements, get_state() after the last one returned; one thread "
         "reads and places (cpu_buffer_size is validated, unused); close() ends the thread",
     ),
-    "get_element_spec": _dataset_extra(),
-    "get_next_index": _dataset_extra(),
+    "get_element_spec": _same(
+        "Grain's rules for range, map (output_spec), batch, zip, mix and the pass-through nodes"
+    ),
+    "get_next_index": _same('from Grain\'s _get_next_index hook or a {"next_index"} state'),
     "index_shuffle": _same("the same permutation as Grain's (test_index_shuffle.py compares them)"),
-    "multithread_prefetch": _dataset_extra(),
+    "multithread_prefetch": Entry(
+        FIX,
+        "the elements and states of ds, read ahead num_threads * buffer_size elements by one "
+        "thread (Grain uses num_threads threads)",
+    ),
     "pick_performance_config": _dataset_extra(),
-    "set_next_index": _dataset_extra(),
+    "set_next_index": _same('through Grain\'s _set_next_index hook or a {"next_index"} state'),
 }
 
 _CONFIG = Entry(

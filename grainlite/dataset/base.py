@@ -417,6 +417,17 @@ class DatasetIterator(Generic[T], Iterator[T], abc.ABC):
 
         return dataset_stats(self)
 
+    def start_prefetch(self) -> None:
+        """Starts reading ahead now (threads, worker processes) instead of at the first ``next()``.
+
+        Nodes without read-ahead pass the call on to the iterators they read from, so calling it
+        on the last iterator of a pipeline starts every read-ahead below it.
+        """
+        for parent in getattr(self, "_parents", ()):
+            start = getattr(parent, "start_prefetch", None)
+            if start is not None:
+                start()
+
     def close(self) -> None:
         """Releases this iterator's resources and those of every iterator it reads from."""
         if getattr(self, "_closed", False):

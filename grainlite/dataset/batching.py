@@ -184,6 +184,14 @@ class BatchIterDataset(IterDataset):
             iter(self._parent), self._batch_size, self._drop_remainder, self._batch_fn
         )
 
+    def enable_shared_memory_output(self) -> None:
+        """Grain's request to build batches in shared memory for ``mp_prefetch``'s transport.
+
+        Accepted and recorded: grainlite's ``mp_prefetch`` already moves the batches its workers
+        make through shared memory, so the batches given here stay plain arrays.
+        """
+        self._shared_memory_output = True
+
     def __str__(self) -> str:
         return (
             f"BatchIterDataset(batch_size={self._batch_size}, "
@@ -206,6 +214,18 @@ class BatchDatasetIterator(DatasetIterator):
         self._drop_remainder = drop_remainder
         self._batch_fn = batch_fn
         self._stats_stage = StageCounter("Batch", "batch")  # stacking timed for every batch
+
+    def _get_next_index(self) -> int:
+        """Grain's next index of a batch: the parent's next index over the batch size, rounded
+        up (a short last batch counts)."""
+        from grainlite.dataset.next_index import get_next_index
+
+        return -(-get_next_index(self._parent) // self._batch_size)
+
+    def _set_next_index(self, index: int) -> None:
+        from grainlite.dataset.next_index import set_next_index
+
+        set_next_index(self._parent, index * self._batch_size)
 
     def __next__(self) -> Any:
         values = list(itertools.islice(self._parent, self._batch_size))

@@ -179,6 +179,13 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             raise hide_internal_frames(element.error)
         return element
 
+    def start_prefetch(self) -> None:
+        """Starts the worker processes now (they otherwise start at the first ``next()``)."""
+        idle = self._stream is None and self._stopped_by is None and not self._closed
+        if idle and not all(self._position.exhausted):
+            self._stream = self._start()
+            self._stream.start()  # every worker makes its own elements: no head start
+
     def _release(self) -> None:
         if self._stream is not None:
             self._position = self._stream.position()

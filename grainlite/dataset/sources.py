@@ -16,7 +16,51 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import MapDataset
-from grainlite.errors import GrainliteTypeError
+from grainlite.errors import GrainliteError, GrainliteTypeError
+
+
+class NotSequentialSliceError(GrainliteError, AssertionError):
+    """``set_slice`` on a source was asked for a strided slice (it takes sequential ones)."""
+
+
+def sequential_share(sl: builtins.slice, length: int) -> tuple[int, int]:
+    """The contiguous ``[start, stop)`` that worker ``sl.start`` of ``sl.step`` reads.
+
+    This is Grain's ``set_slice(slice(worker, None, workers), sequential_slice=True)``: instead of
+    every ``workers``-th element, each worker takes one contiguous block (the sizes of
+    ``numpy.array_split``), so a worker reads neighbouring records.
+    """
+    workers = sl.step or 1
+    worker = sl.start or 0
+    base, extra = divmod(length, workers)
+    start = worker * base + min(worker, extra)
+    return start, start + base + (worker < extra)
+
+
+def check_sequential(sequential_slice: bool, node: str) -> None:
+    if not sequential_slice:
+        raise NotSequentialSliceError(
+            f"{node}.set_slice(sl, sequential_slice=False) is not supported: a source takes "
+            "only sequential slices (pass sequential_slice=True); ds[sl] slices any dataset."
+        )
+
+
+class _Window:
+    """Records ``[start, stop)`` of a random-access source, read through the source."""
+
+    def __init__(self, source: Any, start: int, stop: int) -> None:
+        self.source, self.start, self.stop = source, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, index: int) -> Any:
+        return self.source[self.start + index]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        keys = [self.start + i for i in indices]
+        getitems = getattr(self.source, "__getitems__", None)
+        return list(getitems(keys)) if getitems is not None else [self.source[k] for k in keys]
 
 
 def as_index(index: Any, node: str) -> int:
@@ -83,6 +127,19 @@ class SourceMapDataset(MapDataset):
             return list(getitems(keys))
         return list(map(self._source.__getitem__, keys))
 
+    def set_slice(self, sl: builtins.slice, sequential_slice: bool = False) -> None:
+        """Keeps only worker ``sl.start`` of ``sl.step``'s contiguous block of records (in place).
+
+        Grain's hook for ``mp_prefetch(sequential_slice=True)``; only sequential slices.
+        """
+        check_sequential(sequential_slice, "SourceMapDataset")
+        start, stop = sequential_share(sl, len(self._source))
+        source = self._source
+        if isinstance(source, list | tuple | range | np.ndarray):
+            self._source = source[start:stop]
+        else:
+            self._source = _Window(source, start, stop)
+
     def __str__(self) -> str:
         return f"SourceMapDataset(source={type(self._source).__name__})"
 
@@ -122,6 +179,16 @@ class RangeMapDataset(MapDataset[int]):
             return [self._range[k] for k in keys.tolist()]
         values: list[int] = (keys * self.step + self.start).tolist()
         return values
+
+    def set_slice(self, sl: builtins.slice, sequential_slice: bool = False) -> None:
+        """Keeps only worker ``sl.start`` of ``sl.step``'s contiguous block of integers (in place).
+
+        Grain's hook for ``mp_prefetch(sequential_slice=True)``; only sequential slices.
+        """
+        check_sequential(sequential_slice, "RangeMapDataset")
+        start, stop = sequential_share(sl, len(self._range))
+        self._range = self._range[start:stop]
+        self.start, self.stop, self.step = self._range.start, self._range.stop, self._range.step
 
     def __str__(self) -> str:
         return f"RangeMapDataset(start={self.start}, stop={self.stop}, step={self.step})"

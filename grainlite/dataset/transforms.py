@@ -214,7 +214,11 @@ class FilterIterDataset(_ElementwiseIterDataset):
     _kind = "filter"
 
     def __iter__(self) -> FilterDatasetIterator:
-        return FilterDatasetIterator(self._parent.__iter__(), self._fn)
+        return FilterDatasetIterator(
+            self._parent.__iter__(),
+            self._fn,
+            name=f"FilterDatasetIterator(transform={_name(self._transform)})",
+        )
 
 
 class MapWithIndexIterDataset(_ElementwiseIterDataset):
@@ -293,9 +297,24 @@ class MapDatasetIterator(DatasetIterator):
 
 
 class FilterDatasetIterator(MapDatasetIterator):
-    """Skips the parent's elements for which ``fn`` is false (Grain calls it on ``None`` too)."""
+    """Skips the parent's elements for which ``fn`` is false (Grain calls it on ``None`` too).
+
+    Over windows of 1000 elements read it checks the share dropped against the
+    ``DatasetOptions`` in force when it was built (a warning above 90 % by default).
+    """
+
+    def __init__(
+        self, parent: DatasetIterator, fn: Callable[[Any], Any], name: str = "filter"
+    ) -> None:
+        super().__init__(parent, fn)
+        from grainlite.dataset.options import FilterRatioCheck
+
+        check = FilterRatioCheck(name)
+        self._check = check.check if check.active else None
 
     def __next__(self) -> Any:
+        if getattr(self, "_check", None) is not None:
+            return self._next_checked()
         next_parent, fn = self._next_parent, self._fn
         if self._countdown > 1:  # counts down on each element returned, not on the end
             while True:
@@ -312,6 +331,39 @@ class FilterDatasetIterator(MapDatasetIterator):
             spent += clock() - begin
             if kept:
                 self._countdown = self._stats_stage.timed(spent)
+                return element
+            self._stats_stage.dropped += 1
+
+    def _get_next_index(self) -> int:
+        """A filter's position is not one element index (Grain raises here too)."""
+        from grainlite.dataset.next_index import NoNextIndexError
+
+        raise NoNextIndexError(
+            "A filter's iterator has no next index: the elements it keeps are not known without "
+            "reading them; use get_state() / set_state() instead."
+        )
+
+    def _set_next_index(self, index: int) -> None:
+        self._get_next_index()
+
+    def _next_checked(self) -> Any:
+        """``__next__`` with the filter check: the same counting and timing, plus the window."""
+        next_parent, fn, check = self._next_parent, self._fn, self._check
+        assert check is not None
+        timed = self._countdown <= 1
+        spent = 0
+        while True:
+            element = next_parent()
+            begin = clock() if timed else 0
+            kept = bool(fn(element))
+            if timed:
+                spent += clock() - begin
+            check(kept)
+            if kept:
+                if timed:
+                    self._countdown = self._stats_stage.timed(spent)
+                else:
+                    self._countdown -= 1
                 return element
             self._stats_stage.dropped += 1
 

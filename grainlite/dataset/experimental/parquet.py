@@ -49,6 +49,12 @@ class ParquetIterDataset(IterDataset):
         files = [ParquetIterDataset(p, **self._read_kwargs) for p in self._paths]
         return iter(InterleaveIterDataset(files, cycle_length=len(files)))
 
+    def set_slice(self, sl: slice, sequential_slice: bool = False) -> None:
+        """Keeps only the files ``paths[sl]`` (in place): Grain's hook to share files out."""
+        if not isinstance(sl, slice):
+            raise GrainliteTypeError(f"ParquetIterDataset.set_slice needs a slice (got {sl!r}).")
+        self._paths = self._paths[sl]
+
     def __str__(self) -> str:
         return f"ParquetIterDataset(paths={self._paths})"
 

@@ -154,8 +154,7 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
             )
         producer = self._producer
         if producer is None:
-            producer = self._producer = _Producer(self._parent, self._size)
-            self._finalizer = weakref.finalize(self, producer.close)
+            producer = self._start_producer()
         item = producer.queue.get()
         if item.error is not None:  # the state stays the one before the failed element
             self._stop()
@@ -166,6 +165,16 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
             self._done = True
             raise StopIteration
         return item.element
+
+    def _start_producer(self) -> _Producer:
+        producer = self._producer = _Producer(self._parent, self._size)
+        self._finalizer = weakref.finalize(self, producer.close)
+        return producer
+
+    def start_prefetch(self) -> None:
+        """Starts the read-ahead thread now (it otherwise starts at the first ``next()``)."""
+        if self._size and self._producer is None and not self._done and not self._closed:
+            self._start_producer()
 
     def _stop(self) -> None:
         if self._finalizer is not None:
@@ -195,3 +204,25 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
 
     def __str__(self) -> str:
         return f"ThreadPrefetchDatasetIterator(prefetch_buffer_size={self._size})"
+
+
+def multithread_prefetch(
+    ds: IterDataset, num_threads: int, buffer_size: int, sequential_slice: bool = False
+) -> IterDataset:
+    """Grain's thread-based ``mp_prefetch``: ``ds`` read ahead in the background.
+
+    ``num_threads=0`` returns ``ds`` unchanged. Otherwise the result gives the elements of ``ds``
+    in their order, with ``ds``'s states, read ahead by a :class:`ThreadPrefetchIterDataset` of
+    ``num_threads * buffer_size`` elements (one read-ahead thread: Grain splits ``ds`` into
+    ``num_threads`` slices read by as many threads, which gives the same order).
+    ``sequential_slice`` is accepted for Grain's signature.
+    """
+    threads = operator.index(num_threads)
+    if threads < 0:
+        raise GrainliteValueError(
+            f"multithread_prefetch num_threads must be >= 0 (got {threads}); 0 turns it off."
+        )
+    if threads == 0:
+        return ds
+    size = _check_buffer_size(buffer_size)
+    return ThreadPrefetchIterDataset(ds, prefetch_buffer_size=threads * size)

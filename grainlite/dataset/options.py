@@ -1,0 +1,185 @@
+"""Grain's ``DatasetOptions`` and ``WithOptionsIterDataset``: options for the nodes of a pipeline.
+
+``WithOptionsIterDataset(ds, options)`` sets options for the iterators of ``ds`` and everything
+below it. The options in force while an iterator is built are :func:`current_options`; where two
+``WithOptionsIterDataset`` nodes set the same field, the outer one (closer to the consumer) wins,
+and fields neither sets keep their defaults, as in Grain.
+
+The option grainlite acts on is the filter check: a filter on an ``IterDataset`` counts, over
+windows of 1000 elements it reads, how many it drops; above ``filter_warn_threshold_ratio``
+(default 0.9) it logs a warning, above ``filter_raise_threshold_ratio`` (default off) it raises
+``ValueError``. ``execution_tracking_mode`` and ``min_shm_size`` are accepted and kept: grainlite
+always tracks what ``stats()`` reports, and sends arrays through shared memory by its own rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import enum
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
+
+log = logging.getLogger("grainlite")
+
+FILTER_WINDOW = 1000  # elements per filter check
+_WARN_EVERY_S = 60.0  # a filter warns at most once a minute
+
+
+class ExecutionTrackingMode(enum.Enum):
+    """How much execution statistics Grain collects (accepted; grainlite's ``stats()`` is on)."""
+
+    DISABLED = 1
+    STAGE_TIMING = 2
+
+
+_DEFAULTS: dict[str, Any] = {
+    "filter_warn_threshold_ratio": 0.9,
+    "filter_raise_threshold_ratio": None,
+    "execution_tracking_mode": ExecutionTrackingMode.DISABLED,
+    "min_shm_size": 0,
+}
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class DatasetOptions:
+    """Options for the nodes of a pipeline; a field not given keeps its default (see ``merge``).
+
+    Attributes:
+      filter_warn_threshold_ratio: log a warning when a filter drops more than this share of a
+        window of 1000 elements (``None``: never).
+      filter_raise_threshold_ratio: raise ``ValueError`` when a filter drops more than this share
+        (``None``: never).
+      execution_tracking_mode: Grain's statistics switch, accepted and kept.
+      min_shm_size: Grain's smallest array sent through shared memory, accepted and kept.
+    """
+
+    filter_warn_threshold_ratio: float | None
+    filter_raise_threshold_ratio: float | None
+    execution_tracking_mode: ExecutionTrackingMode
+    min_shm_size: int
+    _given: frozenset[str] = dataclasses.field(repr=False, compare=False)
+
+    def __init__(self, **options: Any) -> None:
+        unknown = sorted(set(options) - set(_DEFAULTS))
+        if unknown:
+            raise GrainliteTypeError(
+                f"DatasetOptions got unknown options {unknown}; "
+                f"the options are {sorted(_DEFAULTS)}."
+            )
+        for name in ("filter_warn_threshold_ratio", "filter_raise_threshold_ratio"):
+            value = options.get(name)
+            if value is not None and not 0 <= value <= 1:
+                raise GrainliteValueError(
+                    f"DatasetOptions({name}=...) must be a ratio between 0 and 1 or None "
+                    f"(got {shown(value)})."
+                )
+        for name, default in _DEFAULTS.items():
+            object.__setattr__(self, name, options.get(name, default))
+        object.__setattr__(self, "_given", frozenset(options))
+
+    def merge(self, other: DatasetOptions | None) -> DatasetOptions:
+        """These options, with the fields this one did not set taken from ``other`` where it did."""
+        if other is None:
+            return self
+        merged = {name: getattr(other, name) for name in other._given}
+        merged.update({name: getattr(self, name) for name in self._given})
+        return DatasetOptions(**merged)
+
+
+_CURRENT: contextvars.ContextVar[DatasetOptions | None] = contextvars.ContextVar(
+    "grainlite_dataset_options", default=None
+)
+
+
+def current_options() -> DatasetOptions:
+    """The options in force for an iterator being built now (the defaults outside any)."""
+    return _CURRENT.get() or DatasetOptions()
+
+
+@contextlib.contextmanager
+def _in_force(options: DatasetOptions) -> Iterator[None]:
+    token = _CURRENT.set(options)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+class WithOptionsIterDataset(IterDataset):
+    """``parent`` with ``options`` in force for its iterators and every iterator below them."""
+
+    def __init__(self, parent: IterDataset, options: DatasetOptions) -> None:
+        if not isinstance(options, DatasetOptions):
+            raise GrainliteTypeError(
+                "WithOptionsIterDataset(parent, options) needs a "
+                f"grainlite.experimental.DatasetOptions (got {shown(options)})."
+            )
+        super().__init__(parent)
+        self.options = options
+
+    def __iter__(self) -> DatasetIterator:
+        outer = _CURRENT.get()
+        merged = outer.merge(self.options) if outer is not None else self.options
+        with _in_force(merged):
+            return self._parent.__iter__()
+
+    def __str__(self) -> str:
+        return f"WithOptionsIterDataset(options={self.options})"
+
+
+class FilterRatioCheck:
+    """Counts a filter's dropped elements per window of 1000 and warns or raises over the limits."""
+
+    def __init__(self, name: str, options: DatasetOptions | None = None) -> None:
+        options = options or current_options()
+        self.name = name
+        self.warn = options.filter_warn_threshold_ratio
+        self.raise_ = options.filter_raise_threshold_ratio
+        self.seen = 0
+        self.dropped = 0
+        self._last_warning = -_WARN_EVERY_S
+
+    @property
+    def active(self) -> bool:
+        return self.warn is not None or self.raise_ is not None
+
+    def check(self, kept: bool) -> None:
+        """Counts one element read (``kept`` or dropped); checks the window when it is full."""
+        self.seen += 1
+        if not kept:
+            self.dropped += 1
+        if self.seen >= FILTER_WINDOW:
+            self._end_window()
+
+    def _end_window(self) -> None:
+        ratio = self.dropped / self.seen
+        message = (
+            f"Transformation {self.name} skipped {ratio * 100:.2f} % of the last seen "
+            f"{self.seen} elements."
+        )
+        self.seen = self.dropped = 0
+        if self.raise_ is not None and ratio > self.raise_:
+            raise GrainliteValueError(
+                f"{message} That is above filter_raise_threshold_ratio={self.raise_}: check "
+                "the filter's condition, or raise the limit with "
+                "grainlite.experimental.WithOptionsIterDataset(ds, DatasetOptions(...))."
+            )
+        now = time.monotonic()
+        if (
+            self.warn is not None
+            and ratio > self.warn
+            and now - self._last_warning >= _WARN_EVERY_S
+        ):
+            self._last_warning = now
+            log.warning(
+                "%s Check the filter's condition; DatasetOptions(filter_warn_threshold_ratio=...) "
+                "sets this limit.",
+                message,
+            )
