@@ -179,13 +179,6 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             raise hide_internal_frames(element.error)
         return element
 
-    def start_prefetch(self) -> None:
-        """Starts the worker processes now (they otherwise start at the first ``next()``)."""
-        idle = self._stream is None and self._stopped_by is None and not self._closed
-        if idle and not all(self._position.exhausted):
-            self._stream = self._start()
-            self._stream.start()  # every worker makes its own elements: no head start
-
     def _release(self) -> None:
         if self._stream is not None:
             self._position = self._stream.position()
@@ -230,8 +223,9 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         do; idempotent. A later ``set_state`` moves the running workers."""
         idle = self._stream is None and self._stopped_by is None and not self._closed
         if idle and not all(self._position.exhausted):
-            self._stream = self._start()
-            self._stream.start()
+            stream = self._start()
+            stream.start()  # closes the stream if it raises; every element made in a worker
+            self._stream = stream
 
     def close(self) -> None:
         """Stops the worker processes and removes their shared memory now. Idempotent."""
