@@ -117,3 +117,10 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, np.ndarray):
         return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
     return bool(a == b)
+
+
+def node_of(element: Any) -> dict[str, Any]:
+    """The element and the Ray node id of the process that made it (run in a Ray actor)."""
+    import ray
+
+    return {"element": element, "node": ray.get_runtime_context().get_node_id()}

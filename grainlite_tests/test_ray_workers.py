@@ -156,10 +156,12 @@ def test_close_ends_every_actor_the_iterator_started_and_no_other():
     assert ray.get(bystander.ping.remote()) == "here"
     it = iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2)))
     next(it)
-    pids = it._stream.pids()
+    stream = it._stream  # held: close() itself must end the actors, not their handles' GC
+    pids = stream.pids()
     assert len(pids) == 2 and all(alive(p) for p in pids)
     it.close()
     assert wait_until_gone(pids) == []
+    del stream
     assert ray.get(bystander.ping.remote(), timeout=30) == "here"
     ray.kill(bystander)
 

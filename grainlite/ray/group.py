@@ -25,7 +25,7 @@ from typing import Any
 from grainlite import _optional
 from grainlite.engine.process_group import hidden_accelerators, import_path
 from grainlite.engine.protocol import ToParent, ToWorker
-from grainlite.errors import GrainliteRuntimeError, GrainliteValueError, WorkerDiedError
+from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
 from grainlite.ray.actor import WorkerActor, unpack
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -45,10 +45,6 @@ def _actor_class(ray: Any) -> Any:
         # Threads: take() waits for the worker while post() delivers the parent's messages.
         _remote_class = ray.remote(max_concurrency=4)(WorkerActor)
     return _remote_class
-
-
-class ClusterConnectionError(GrainliteRuntimeError, ConnectionError):
-    """This process lost (or never had) its connection to the Ray cluster of its workers."""
 
 
 class RayGroup:
