@@ -67,6 +67,7 @@ def test_the_whole_error_tree_is_importable_from_the_top_level():
     }
     assert tree == {
         "CheckpointMismatchError",
+        "ClusterConnectionError",
         "CorruptedDataError",
         "GrainliteError",
         "GrainliteRuntimeError",
