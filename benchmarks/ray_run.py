@@ -72,7 +72,9 @@ def main() -> None:
     args = parser.parse_args()
     import ray
 
-    ray.init(num_cpus=args.workers + 1, include_dashboard=False, log_to_driver=False)
+    ray.init(
+        address="local", num_cpus=args.workers + 1, include_dashboard=False, log_to_driver=False
+    )
     rows = []
     try:
         for workload in args.workloads.split(","):

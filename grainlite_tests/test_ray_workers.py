@@ -17,7 +17,12 @@ import time
 import pytest
 
 import grainlite as grain
-from grainlite.errors import GrainliteTypeError, GrainliteValueError, WorkerDiedError
+from grainlite.errors import (
+    ClusterConnectionError,
+    GrainliteTypeError,
+    GrainliteValueError,
+    WorkerDiedError,
+)
 from grainlite.ray import RayWorkers
 from grainlite_tests import ray_pipelines as rp
 
@@ -30,7 +35,7 @@ OPTIONS = grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2)
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance():
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
     yield
     ray.shutdown()
 
@@ -50,7 +55,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_until_gone(pids: list[int], seconds: float = 15.0) -> list[int]:
+def wait_until_gone(pids: list[int], seconds: float = 30.0) -> list[int]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         left = [p for p in pids if alive(p)]
@@ -201,3 +206,16 @@ def test_importing_grainlite_and_grainlite_ray_does_not_import_ray():
         "assert 'ray' not in sys.modules, 'ray imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# Last: it shuts the module's Ray instance down.
+def test_ray_shut_down_under_a_running_iterator_is_a_connection_error_not_a_hang():
+    it = iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2)))
+    next(it)
+    ray.shutdown()
+    started = time.monotonic()
+    with pytest.raises(ClusterConnectionError, match="connection to the Ray cluster"):
+        for _ in range(100):
+            next(it)
+    assert time.monotonic() - started < 10
+    it.close()

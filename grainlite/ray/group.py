@@ -94,6 +94,8 @@ class RayGroup:
     def _where(self, worker: int) -> tuple[int, str]:
         if worker not in self._known:
             ray = _ray()
+            if not ray.is_initialized():  # a Ray call would start a new local instance
+                return -1, "an unknown node"
             try:
                 self._known[worker] = ray.get(self._hello[worker], timeout=1.0)
             except Exception:
@@ -102,23 +104,32 @@ class RayGroup:
 
     def dump_stacks(self, worker: int) -> None:
         """Asks ``worker``'s actor to print its stacks to its standard error (Ray's log)."""
-        with contextlib.suppress(Exception):
-            self._actors[worker].dump_stacks.remote()
+        if _ray().is_initialized():
+            with contextlib.suppress(Exception):
+                self._actors[worker].dump_stacks.remote()
 
     def send(self, worker: int, message: ToWorker) -> None:
-        """Sends a message (a Ray call; a dead actor is reported when read)."""
+        """Sends a message (a Ray call; a dead actor is reported when read).
+
+        Raises ClusterConnectionError (an OSError, as a local worker's closed socket gives) when
+        this process is no longer connected to Ray.
+        """
+        if not _ray().is_initialized():
+            raise _disconnected(None)
         seq = self._seq[worker]
         self._seq[worker] = seq + 1
         self._actors[worker].post.remote(seq, pickle.dumps(message, _PROTOCOL))
 
-    send_quietly = send
+    def send_quietly(self, worker: int, message: ToWorker) -> None:
+        """Sends a message if the cluster is still there (a dead actor is reported when read)."""
+        with contextlib.suppress(OSError):
+            self.send(worker, message)
 
     def ready(self, worker: int, timeout: float | None) -> bool:
         """True once ``worker`` has a message waiting (or has died), within ``timeout`` s."""
         if timeout is None or self._buffered[worker]:
             return True
-        done, _ = _ray().wait([self._pending[worker]], timeout=timeout)
-        return bool(done)
+        return _wait(_ray(), self._pending[worker], timeout)
 
     def receive(self, worker: int) -> ToParent:
         """The next message of ``worker``; raises WorkerDiedError if its actor died."""
@@ -126,9 +137,8 @@ class RayGroup:
         if not buffered:
             ray = _ray()
             reply = self._pending[worker]
-            while not ray.wait([reply], timeout=_POLL_S)[0]:
-                if not ray.is_initialized():
-                    raise _disconnected(None)
+            while not _wait(ray, reply, _POLL_S):
+                pass
             try:
                 items = ray.get(reply)
             except ray.exceptions.RayActorError as error:
@@ -164,10 +174,24 @@ def _kill(actors: list[Any], creator: int) -> None:
         import ray
     except ImportError:  # pragma: no cover - actors exist only if ray imported
         return
+    if not ray.is_initialized():  # Ray was shut down, and the actors with it
+        actors.clear()  # (ray.kill now would start a new local instance)
+        return
     for actor in actors:
         with contextlib.suppress(Exception):
             ray.kill(actor, no_restart=True)
     actors.clear()
+
+
+def _wait(ray: Any, reply: Any, timeout: float) -> bool:
+    """True once ``reply`` is ready; ClusterConnectionError if this process has no cluster."""
+    if not ray.is_initialized():
+        raise _disconnected(None)
+    try:
+        done, _ = ray.wait([reply], timeout=timeout)
+    except (ray.exceptions.RayError, ValueError) as error:  # ValueError: Ray was shut down
+        raise _disconnected(error) from error
+    return bool(done)
 
 
 def _disconnected(error: BaseException | None) -> ClusterConnectionError:
