@@ -208,6 +208,28 @@ def test_importing_grainlite_and_grainlite_ray_does_not_import_ray():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def test_an_elements_array_bytes_travel_out_of_band_and_come_back_as_views_of_them():
+    import pickle
+
+    import numpy as np
+
+    from grainlite.engine.protocol import Element
+    from grainlite.ray.actor import HeapPool, RayWorker, unpack
+
+    image = np.arange(3 * 64 * 64, dtype=np.float32).reshape(3, 64, 64)
+    element = {"image": image.transpose(1, 2, 0), "label": np.int64(3), "name": "x"}
+    payload = HeapPool().export(element)  # the transposed view becomes C-contiguous, as in a slab
+    data, buffers = RayWorker.pack(None, Element(0, {"i": 1}, payload, [], []))  # type: ignore[arg-type]
+    assert len(data) < 1000 < image.nbytes  # the pickle holds no array bytes
+    assert [b.nbytes for b in buffers] == [image.nbytes]
+    message = unpack((data, buffers))
+    got = message.payload["image"]
+    assert got.flags.c_contiguous and np.array_equal(got, element["image"])
+    assert np.shares_memory(got, buffers[0])  # a view of the buffer, no copy
+    assert message.state == {"i": 1} and message.payload["name"] == "x"
+    assert pickle.loads(pickle.dumps(message.payload["label"])) == 3
+
+
 # Last: it shuts the module's Ray instance down.
 def test_ray_shut_down_under_a_running_iterator_is_a_connection_error_not_a_hang():
     it = iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2)))
