@@ -48,6 +48,7 @@ if typing.TYPE_CHECKING:
     from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
     from grainlite.errors import (
         CheckpointMismatchError,
+        ClusterConnectionError,
         CorruptedDataError,
         GrainliteError,
         GrainliteRuntimeError,
@@ -121,6 +122,7 @@ _LAZY_NAMES = {
     "IterDataset": "grainlite.dataset.base",
     "MapDataset": "grainlite.dataset.base",
     "CheckpointMismatchError": "grainlite.errors",
+    "ClusterConnectionError": "grainlite.errors",
     "CorruptedDataError": "grainlite.errors",
     "GrainliteError": "grainlite.errors",
     "GrainliteRuntimeError": "grainlite.errors",
@@ -218,6 +220,7 @@ __all__ = [
     "Batch",
     "BatchOperation",
     "CheckpointMismatchError",
+    "ClusterConnectionError",
     "CorruptedDataError",
     "DataLoader",
     "DataLoaderIterator",

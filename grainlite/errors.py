@@ -55,6 +55,10 @@ class WorkerDiedError(GrainliteRuntimeError):
     """A worker process ended without reporting an error (killed, out of memory, ``os._exit``)."""
 
 
+class ClusterConnectionError(GrainliteRuntimeError, ConnectionError):
+    """This process lost its connection to the Ray cluster running its workers (grainlite.ray)."""
+
+
 class WorkerTimeoutError(GrainliteRuntimeError, TimeoutError):
     """A worker sent nothing for ``worker_timeout_s`` seconds (``grain.config``): it hangs."""
 

@@ -67,6 +67,7 @@ def test_the_whole_error_tree_is_importable_from_the_top_level():
     }
     assert tree == {
         "CheckpointMismatchError",
+        "ClusterConnectionError",
         "CorruptedDataError",
         "GrainliteError",
         "GrainliteRuntimeError",
@@ -119,7 +120,7 @@ def test_importing_grainlite_loads_no_heavy_optional_package():
     code = (
         "import sys, grainlite; "
         "heavy = {'jax', 'orbax', 'tensorflow_datasets', 'cv2', 'matplotlib', 'array_record', "
-        "'tensorflow', 'torch', 'lightning'}; "
+        "'tensorflow', 'torch', 'lightning', 'ray', 'apache_beam'}; "
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -350,12 +350,21 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
         options: Any = None,
         worker_init_fn: Callable[[int, int], None] | None = None,
         sequential_slice: bool = False,
+        backend: Any = None,
     ) -> IterDataset[T]:
-        """Runs this pipeline in grainlite worker processes, interleaving their output."""
+        """Runs this pipeline in grainlite worker processes, interleaving their output.
+
+        ``backend=grainlite.ray.RayWorkers(num_workers=N)`` runs the workers as Ray actors
+        instead (same elements, order and states; docs/how-to/ray.md).
+        """
         from grainlite.dataset import mp_prefetch
 
         return mp_prefetch.MultiprocessPrefetchIterDataset(
-            self, options, worker_init_fn=worker_init_fn, sequential_slice=sequential_slice
+            self,
+            options,
+            worker_init_fn=worker_init_fn,
+            sequential_slice=sequential_slice,
+            backend=backend,
         )
 
     def prefetch(self, multiprocessing_options: Any) -> IterDataset[T]:

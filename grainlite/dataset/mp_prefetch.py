@@ -70,6 +70,9 @@ class MultiprocessPrefetchIterDataset(IterDataset):
         process before its first element.
       sequential_slice: give worker ``w`` the ``w``-th contiguous range of the elements instead
         of every ``W``-th element.
+      backend: who runs the workers: None for local processes, or e.g.
+        ``grainlite.ray.RayWorkers(num_workers=N)`` for Ray actors (it sets the worker count;
+        ``multiprocessing_options`` then gives only the buffer size).
     """
 
     # As in Grain, a ds.seed(...) below the workers does not reach random nodes after them.
@@ -81,9 +84,24 @@ class MultiprocessPrefetchIterDataset(IterDataset):
         multiprocessing_options: Any = None,
         worker_init_fn: Callable[[int, int], None] | None = None,
         sequential_slice: bool = False,
+        backend: Any = None,
     ) -> None:
         super().__init__(parent)
+        if backend is not None:
+            from grainlite.engine import backend as backends
+
+            given = getattr(multiprocessing_options, "num_workers", None)
+            count = backends.resolve(backend, given, "num_workers")
+            if multiprocessing_options is None:
+                multiprocessing_options = MultiprocessingOptions(num_workers=count)
         self._options = _check_options(multiprocessing_options)
+        if backend is not None and self._options.num_workers == 0:
+            self._options = MultiprocessingOptions(
+                num_workers=backend.num_workers,
+                per_worker_buffer_size=self._options.per_worker_buffer_size,
+                enable_profiling=getattr(self._options, "enable_profiling", False),
+            )
+        self._backend = backend
         self._worker_init_fn = worker_init_fn
         self._sequential_slice = bool(sequential_slice)
 
@@ -150,6 +168,7 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             self._position,
             self._dataset.multiprocessing_options.per_worker_buffer_size,
             self._stats_counters,
+            backend=self._dataset._backend,
         )
 
     def __next__(self) -> Any:

@@ -51,8 +51,15 @@ class _Restart(Exception):
     """Raised inside the worker loop when the parent moved the iterator (set_state)."""
 
 
-class _Worker:
-    def __init__(self, conn: Channel) -> None:
+class Worker:
+    """One worker's loop: produces elements under the parent's credits, answers its messages.
+
+    ``conn`` needs ``recv_bytes()``, ``send_bytes(data)`` and ``poll()`` (a
+    :class:`~grainlite.engine.channel.Channel` here; a queue pair in another backend's worker).
+    A backend whose transport is not shared memory overrides :meth:`make_pool` and :meth:`pack`.
+    """
+
+    def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.credits = 0
         self.generation = 0
@@ -83,7 +90,7 @@ class _Worker:
     def send(self, message: Any) -> None:
         self.send_bytes(pickle.dumps(message, _PROTOCOL))
 
-    def send_bytes(self, data: bytes) -> None:
+    def send_bytes(self, data: Any) -> None:
         try:
             self.conn.send_bytes(data)
         except OSError:
@@ -126,7 +133,28 @@ class _Worker:
         if announced:
             self.send(Announce(self.generation, announced))
 
-    def encode(self, element: Any, state: Any) -> tuple[bytes, list[int], list[tuple[int, str]]]:
+    def make_pool(self, init: Init) -> Any:
+        """Where this worker writes its elements' arrays: its shared-memory slabs."""
+        return SlabPool(init.tag, init.owner_pid)
+
+    def pack(self, message: Element) -> Any:
+        """What :meth:`send_bytes` sends for an element: the pickled message, placeholders in it."""
+        return transport.dumps(message)
+
+    def serve(self, init: Init) -> None:
+        """Runs the pipeline of ``init`` until the parent stops this worker."""
+        self.credits = self.counters.buffer = init.credits
+        self.pool = self.make_pool(init)
+        try:
+            # cloudpickle's output is plain pickle: loading it imports cloudpickle only if it must.
+            pipeline = pickle.loads(init.pipeline)
+        except Exception as error:
+            self.send(report(error, 0, None))
+            while True:
+                self.receive()
+        self.run(pipeline, init.worker, init.workers, init.state)
+
+    def encode(self, element: Any, state: Any) -> tuple[Any, list[int], list[tuple[int, str]]]:
         """The message for one element, with the slabs it uses and the slabs made for it."""
         pool = self.pool
         assert pool is not None
@@ -137,7 +165,7 @@ class _Worker:
         slabs, announced = pool.finish_element()
         try:
             return (
-                transport.dumps(Element(self.generation, state, payload, slabs, announced)),
+                self.pack(Element(self.generation, state, payload, slabs, announced)),
                 slabs,
                 announced,
             )
@@ -195,7 +223,7 @@ class _Worker:
         self.send(End(self.generation))
 
 
-def _watch_parent(worker: _Worker, parent: int) -> None:
+def _watch_parent(worker: Worker, parent: int) -> None:
     """Ends the process if the parent dies while the main thread is busy in a transform."""
     event = threading.Event()
     while not event.wait(0.5):
@@ -213,7 +241,7 @@ def main() -> None:
     # The parent sends SIGUSR1 when this worker is silent for long: print every thread's stack.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     conn = Channel(int(sys.argv[1]))
-    worker = _Worker(conn)
+    worker = Worker(conn)
     parent = int(sys.argv[2])
     if os.getppid() != parent:  # the parent died while this interpreter started
         os._exit(1)
@@ -224,16 +252,7 @@ def main() -> None:
         os._exit(0)
     if not isinstance(init, Init):  # told to stop before it was given work (a failed start)
         os._exit(0)
-    worker.credits = worker.counters.buffer = init.credits
-    worker.pool = SlabPool(init.tag, init.owner_pid)
-    try:
-        # cloudpickle's output is plain pickle: loading it imports cloudpickle only if it must.
-        pipeline = pickle.loads(init.pipeline)
-    except Exception as error:
-        worker.send(report(error, 0, None))
-        while True:
-            worker.receive()
-    worker.run(pipeline, init.worker, init.workers, init.state)
+    worker.serve(init)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,12 @@ class WorkerStream:
     element credit (the options' ``per_worker_buffer_size``; at least 1 is used). ``counters``
     (kept by the iterator across streams) receives the consumer's wait, the parent's transport
     time and the workers' reports.
+
+    ``backend`` (None: local worker processes, a :class:`ProcessGroup`) runs the workers
+    elsewhere: its ``group(count, tag)`` returns an object with the ProcessGroup's methods (start,
+    started, pid, dump_stacks, send, send_quietly, ready, receive, close) that exchanges the same
+    protocol messages, e.g. :class:`grainlite.ray.RayWorkers`. Nothing else here changes: the
+    merge order, the states and the credits are the same whatever runs the workers.
     """
 
     # At the end of the stream the workers stop, unless this is True: then they wait for a
@@ -71,6 +77,7 @@ class WorkerStream:
         position: IteratorPosition,
         buffer: int,
         counters: ParentCounters | None = None,
+        backend: Any = None,
     ) -> None:
         self._pipeline = pipeline
         self.counters = counters if counters is not None else ParentCounters(workers)
@@ -81,10 +88,16 @@ class WorkerStream:
         self._credits = max(1, buffer)
         self._generation = 0
         self._tag = secrets.token_hex(2)
-        self._group = ProcessGroup(self._workers, self._tag)
+        self._group: Any = (
+            ProcessGroup(self._workers, self._tag)
+            if backend is None
+            else backend.group(self._workers, self._tag)
+        )
         self._mappers = [SlabMapper() for _ in range(self._workers)]
         self._finished = False
-        self._stall = StallWatch(self._group.ready, self._group.pid, self._describe)
+        self._stall = StallWatch(
+            self._group.ready, self._group.pid, self._describe, self._group.dump_stacks
+        )
 
     # Lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:

@@ -56,20 +56,30 @@ HIDDEN_ACCELERATORS = {
 }
 
 
+def hidden_accelerators() -> dict[str, str]:
+    """The variables that hide accelerators from a worker ({} when the config keeps them)."""
+    from grainlite import config
+
+    return (
+        dict(HIDDEN_ACCELERATORS) if config.get_or_default("hide_accelerators_in_workers") else {}
+    )
+
+
 def worker_environment() -> dict[str, str]:
     """The environment of a worker: the parent's, its import path, and accelerators hidden.
 
     Accelerators stay visible when ``grain.config.update("hide_accelerators_in_workers", False)``
     was called (or ``GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS=0`` is set).
     """
-    from grainlite import config
-
     env = dict(os.environ)
-    paths = [p if p else os.getcwd() for p in sys.path]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    if config.get_or_default("hide_accelerators_in_workers"):
-        env.update(HIDDEN_ACCELERATORS)
+    env["PYTHONPATH"] = import_path()
+    env.update(hidden_accelerators())
     return env
+
+
+def import_path() -> str:
+    """This process's ``sys.path`` as a PYTHONPATH value (workers import what the parent can)."""
+    return os.pathsep.join(p if p else os.getcwd() for p in sys.path)
 
 
 def _start_error(worker: int, count: int, error: OSError) -> ResourceLimitError:
@@ -140,6 +150,11 @@ class ProcessGroup:
     def pid(self, worker: int) -> int:
         """The process id of ``worker``."""
         return self._handles[worker].process.pid
+
+    def dump_stacks(self, worker: int) -> None:
+        """Asks ``worker`` to print its threads' Python stacks to its standard error."""
+        with contextlib.suppress(OSError):
+            os.kill(self.pid(worker), signal.SIGUSR1)  # faulthandler in the worker
 
     def send(self, worker: int, message: ToWorker) -> None:
         """Sends a message; raises OSError if the worker is gone."""

@@ -12,10 +12,7 @@ A transform that hangs (a deadlock, a network read without a timeout) would othe
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable
 
@@ -32,6 +29,7 @@ class StallWatch:
       ready: ``ready(worker, seconds)`` is True once the worker has a message (or has ended).
       pid: the worker's process id.
       describe: where the worker stands, in words (e.g. the record its next element starts at).
+      dump_stacks: asks the worker to print its threads' stacks (SIGUSR1 to a local process).
     """
 
     def __init__(
@@ -39,8 +37,10 @@ class StallWatch:
         ready: Callable[[int, float | None], bool],
         pid: Callable[[int], int],
         describe: Callable[[int], str],
+        dump_stacks: Callable[[int], None],
     ) -> None:
         self._ready, self._pid, self._describe = ready, pid, describe
+        self._dump_stacks = dump_stacks
         self.warning_s = config.STALL_WARNING_S
         self.timeout_s: float | None = config.get_or_default("worker_timeout_s")
 
@@ -73,8 +73,7 @@ class StallWatch:
 
     def _warn(self, worker: int, silent: float) -> None:
         pid = self._pid(worker)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGUSR1)  # the worker prints its stacks (faulthandler)
+        self._dump_stacks(worker)
         LOGGER.warning(
             "grainlite: worker process %d (pid %d) has sent nothing for %.0f s; it is making %s. "
             "Its Python stacks are printed to its standard error. Set grain.config "

@@ -257,6 +257,25 @@ def dumps(message: Any) -> bytes:
     return buffer.getvalue()
 
 
+def dumps_out_of_band(message: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
+    """Pickles ``message`` as :func:`dumps` does, with numpy arrays' bytes left out of band.
+
+    Returns the pickle (containers, scalars, strings, array headers) and the contiguous arrays'
+    buffers, in order: ``pickle.loads(data, buffers=buffers)`` rebuilds the message with arrays
+    that are views of those buffers (no copy). A backend that moves buffers by its own means
+    (Ray's object store) sends the arrays' bytes without pickling them.
+    """
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        return pickle.dumps(message, 5, buffer_callback=buffers.append), buffers
+    except Exception:  # most often "attribute lookup X on __main__ failed"
+        pass
+    buffers = []
+    stream = io.BytesIO()
+    _MainByName(stream, 5, buffer_callback=buffers.append).dump(message)
+    return stream.getvalue(), buffers
+
+
 def _from_main(qualname: str) -> Any:
     """The object named ``qualname`` in this process's ``__main__`` (the user's script)."""
     return functools.reduce(getattr, qualname.split("."), sys.modules["__main__"])

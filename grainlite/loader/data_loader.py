@@ -49,7 +49,9 @@ class DataLoader:
     ``enable_profiling=True`` logs each iterator's :meth:`~DataLoaderIterator.stats` table and
     diagnosis through ``logging`` (logger ``grainlite.stats``) every few seconds and at the end.
     ``len(loader)`` is the number of elements one iteration yields where that is exact (else a
-    TypeError says why).
+    TypeError says why). ``backend=grainlite.ray.RayWorkers(num_workers=N)`` runs the N
+    workers as Ray actors instead of local processes (same elements, order and states; see
+    docs/how-to/ray.md); it sets the worker count.
     """
 
     def __init__(
@@ -63,8 +65,14 @@ class DataLoader:
         shard_options: ShardOptions | None = None,
         read_options: ReadOptions | None = None,
         enable_profiling: bool = False,
+        backend: Any = None,
     ) -> None:
+        if backend is not None:
+            from grainlite.engine import backend as backends
+
+            worker_count = backends.resolve(backend, worker_count, "worker_count")
         worker_count = resolve_worker_count(worker_count)
+        self._backend = backend
         worker_buffer_size = check_worker_buffer_size(worker_buffer_size)
         check_source(data_source)
         if sampler is None:  # a ValueError, as Grain raises for it
@@ -200,6 +208,7 @@ class DataLoaderIterator(Iterator[Any]):
             self._position,
             self._loader.multiprocessing_options.per_worker_buffer_size,
             self._counters,
+            backend=self._loader._backend,
         )
 
     def __next__(self) -> Any:

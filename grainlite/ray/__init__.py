@@ -1,0 +1,85 @@
+"""Run a loader's workers as Ray actors: ``backend=grainlite.ray.RayWorkers(num_workers=N)``.
+
+The one argument that moves a pipeline's workers from local processes to a Ray cluster::
+
+    ds.mp_prefetch(backend=RayWorkers(num_workers=4))              # Dataset API
+    grain.DataLoader(..., backend=RayWorkers(num_workers=4))        # DataLoader
+
+Each worker is an actor running grainlite's worker loop (:class:`grainlite.engine.child.Worker`)
+on its share of the stream; the parent merges the actors' elements in the same order as local
+workers, with the same credits (``per_worker_buffer_size`` / ``worker_buffer_size`` elements
+made ahead per worker), so the elements, their order and ``get_state()`` are those of N local
+worker processes, and a state restores on either backend. Arrays travel through Ray's object
+store (read-only, zero-copy on the training process's node); see docs/how-to/ray.md.
+
+This module imports Ray only when a loader starts its workers: ``import grainlite`` never does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
+
+__all__ = ["RayWorkers"]
+
+
+class RayWorkers:
+    """A worker backend: ``num_workers`` Ray actors instead of local worker processes.
+
+    Args:
+      num_workers: how many actors (the loader's worker count; states record it as local workers
+        do, so the elastic rules apply when it changes).
+      address: the Ray cluster to use when this process is not connected yet (``"auto"``,
+        ``"ray://host:10001"``, ``"host:6379"``); None: the running one (``ray.init()``: the
+        cluster of ``RAY_ADDRESS`` or of ``ray start`` on this machine, else a new local one).
+      resources: what each actor asks of Ray, e.g. ``{"CPU": 2, "data_node": 1}`` (a custom
+        resource that only the CPU machines declare keeps every worker off the training
+        node). ``CPU`` defaults to 1.
+      runtime_env: Ray's runtime environment for the actors (``working_dir``, ``pip``, ...). Its
+        ``env_vars`` are added to the worker environment (accelerators hidden, this process's
+        import path), as local workers get it.
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        address: str | None = None,
+        resources: Mapping[str, float] | None = None,
+        runtime_env: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise GrainliteValueError(
+                f"RayWorkers(num_workers=...) must be an int >= 1, got {shown(num_workers)}; "
+                "for no workers leave the backend out and use worker_count=0 / num_workers=0."
+            )
+        if address is not None and not isinstance(address, str):
+            raise GrainliteTypeError(
+                f"RayWorkers(address=...) must be a string such as 'auto' or "
+                f"'ray://host:10001', or None; got {shown(address)}."
+            )
+        needs = {"CPU": 1.0, **dict(resources or {})}
+        for name, amount in needs.items():
+            number = isinstance(amount, int | float) and not isinstance(amount, bool)
+            if not isinstance(name, str) or not number or amount < 0:
+                raise GrainliteValueError(
+                    f"RayWorkers(resources=...) maps Ray resource names to amounts >= 0 per "
+                    f"worker, e.g. {{'CPU': 1, 'data_node': 1}}; got {shown(resources)}."
+                )
+        self.num_workers = num_workers
+        self.address = address
+        self.resources = needs
+        self.runtime_env = dict(runtime_env or {})
+
+    def group(self, count: int, tag: str) -> Any:
+        """The engine's worker group for ``count`` actors (see WorkerStream's ``backend``)."""
+        from grainlite.ray.group import RayGroup
+
+        return RayGroup(count, self)
+
+    def __repr__(self) -> str:
+        return (
+            f"RayWorkers(num_workers={self.num_workers}, address={self.address!r}, "
+            f"resources={self.resources!r})"
+        )

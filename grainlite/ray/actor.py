@@ -1,0 +1,157 @@
+"""The worker side of :class:`grainlite.ray.RayWorkers`: grainlite's worker loop in a Ray actor.
+
+A :class:`WorkerActor` runs :class:`grainlite.engine.child.Worker` in a thread, speaking the same
+protocol as a local worker process. Instead of a socket it has two queues: ``post(seq, data)``
+puts the parent's messages in (in the parent's order, whatever order Ray runs the calls in) and
+``take()`` returns the messages the worker has sent since the last call (waiting for one). An
+element is returned as its pickle with the arrays' bytes out of band
+(:func:`~grainlite.engine.transport.dumps_out_of_band`), as uint8 arrays: Ray puts those in its
+object store without pickling them, and the parent maps them without a copy on the same node.
+
+The actor is ended by the parent (``ray.kill``); the worker loop never ends the process.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import pickle
+import queue
+import sys
+import threading
+from typing import Any, NoReturn
+
+import numpy as np
+
+from grainlite.engine.child import Worker
+from grainlite.engine.protocol import Element, Init
+from grainlite.engine.transport import dumps_out_of_band
+from grainlite.tree import map_leaves_keeping_order
+
+_TAKE_AT_MOST = 64  # messages per take(): a worker far ahead sends its read-ahead in one reply
+
+
+class HeapPool:
+    """The arrays of an element in this process's memory (Ray copies them to its object store).
+
+    Has the :class:`~grainlite.engine.transport.SlabPool` methods the worker loop uses. A
+    shareable array that is not C-contiguous is copied to C order, as a slab copy makes it, so
+    the parent gets the same arrays as from a local worker and every array's bytes go out of band.
+    """
+
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return np.empty(shape, dtype)
+
+    def export(self, element: Any) -> Any:
+        def contiguous(leaf: Any) -> Any:
+            if (
+                type(leaf) is np.ndarray
+                and leaf.size > 0
+                and not leaf.dtype.hasobject
+                and not leaf.flags.c_contiguous
+            ):
+                return np.ascontiguousarray(leaf)
+            return leaf
+
+        return map_leaves_keeping_order(contiguous, element)
+
+    def finish_element(self) -> tuple[list[int], list[tuple[int, str]]]:
+        return [], []
+
+    def release(self, slabs: list[int]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Queues:
+    """The worker loop's channel: the parent's messages in, the worker's out."""
+
+    def __init__(self) -> None:
+        self.inbox: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def recv_bytes(self) -> bytes:
+        return self.inbox.get()
+
+    def send_bytes(self, data: Any) -> None:
+        self.outbox.put(data)
+
+    def poll(self) -> bool:
+        return not self.inbox.empty()
+
+
+class RayWorker(Worker):
+    """The worker loop with elements packed for Ray's object store."""
+
+    def make_pool(self, init: Init) -> Any:
+        return HeapPool()
+
+    def pack(self, message: Element) -> Any:
+        data, buffers = dumps_out_of_band(message)
+        return data, [np.frombuffer(buffer.raw(), np.uint8) for buffer in buffers]
+
+    def exit(self, code: int) -> NoReturn:
+        # Only a Stop gets here (the queues never close): wait for the parent's ray.kill.
+        threading.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def unpack(item: Any) -> Any:
+    """The parent's side of :meth:`RayWorker.pack` (and of the plain pickled messages)."""
+    if type(item) is tuple:
+        data, buffers = item
+        return pickle.loads(data, buffers=buffers)
+    return pickle.loads(item)
+
+
+class WorkerActor:
+    """One worker as a Ray actor (made remote by :mod:`grainlite.ray.group`)."""
+
+    def __init__(self) -> None:
+        self._queues = _Queues()
+        self._lock = threading.Lock()
+        self._next = 0
+        self._early: dict[int, bytes] = {}
+        self._thread: threading.Thread | None = None
+
+    def hello(self) -> tuple[int, str]:
+        """This actor's process id and node address, for messages about it."""
+        import ray
+
+        return os.getpid(), ray.util.get_node_ip_address()
+
+    def post(self, seq: int, data: bytes) -> None:
+        """Delivers the parent's message number ``seq``; messages reach the worker in order."""
+        with self._lock:
+            self._early[seq] = data
+            while self._next in self._early:
+                message = self._early.pop(self._next)
+                self._next += 1
+                if self._thread is None:
+                    init = pickle.loads(message)
+                    if not isinstance(init, Init):
+                        continue  # stopped before it had work
+                    worker = RayWorker(self._queues)
+                    self._thread = threading.Thread(
+                        target=worker.serve, args=(init,), name="grainlite-worker", daemon=True
+                    )
+                    self._thread.start()
+                else:
+                    self._queues.inbox.put(message)
+
+    def take(self) -> list[Any]:
+        """The worker's next messages: waits for one, then adds those already waiting."""
+        outbox = self._queues.outbox
+        items = [outbox.get()]
+        while len(items) < _TAKE_AT_MOST:
+            try:
+                items.append(outbox.get_nowait())
+            except queue.Empty:
+                break
+        return items
+
+    def dump_stacks(self) -> None:
+        """Prints every thread's Python stack to this actor's standard error (Ray's log)."""
+        faulthandler.dump_traceback(sys.stderr, all_threads=True)

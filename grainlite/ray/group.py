@@ -1,0 +1,221 @@
+"""The parent's side of :class:`grainlite.ray.RayWorkers`: actors that speak the engine protocol.
+
+:class:`RayGroup` has the methods of :class:`grainlite.engine.process_group.ProcessGroup` that
+:class:`grainlite.engine.parent.WorkerStream` uses, so the merge, the credits and the states are
+the engine's own. Each actor always has one ``take()`` call outstanding; its reply (the worker's
+next messages) waits in Ray's object store until the merge reads it, and the next call is made at
+once. The parent's messages go out as ``post(seq, ...)`` calls, numbered so the actor applies them
+in order.
+
+Ownership: a group owns its actors and nothing else. :meth:`RayGroup.close`, garbage collection
+and interpreter exit kill them (``ray.kill``); actors of other loaders or users are never touched.
+A dead actor surfaces as :class:`~grainlite.errors.WorkerDiedError` naming the worker, its pid and
+node, and Ray's reason, as soon as Ray reports the death (a second or so).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import pickle
+import weakref
+from typing import Any
+
+from grainlite import _optional
+from grainlite.engine.process_group import hidden_accelerators, import_path
+from grainlite.engine.protocol import ToParent, ToWorker
+from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
+from grainlite.ray.actor import WorkerActor, unpack
+
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+_POLL_S = 1.0  # a blocking read checks the cluster connection this often
+_REASON_CHARS = 600
+
+_remote_class: Any = None
+
+
+def _ray() -> Any:
+    return _optional.require("ray", "ray", "Running workers on Ray (grainlite.ray.RayWorkers)")
+
+
+def _actor_class(ray: Any) -> Any:
+    global _remote_class
+    if _remote_class is None:
+        # Threads: take() waits for the worker while post() delivers the parent's messages.
+        _remote_class = ray.remote(max_concurrency=4)(WorkerActor)
+    return _remote_class
+
+
+class RayGroup:
+    """``count`` worker actors of one stream, placed as ``spec`` (a RayWorkers) says."""
+
+    def __init__(self, count: int, spec: Any) -> None:
+        self.count = count
+        self._spec = spec
+        self._actors: list[Any] = []
+        self._pending: list[Any] = []
+        self._hello: list[Any] = []
+        self._known: dict[int, tuple[int, str]] = {}
+        self._buffered: list[collections.deque[Any]] = []
+        self._seq: list[int] = []
+        self._finalizer = weakref.finalize(self, _kill, self._actors, os.getpid())
+
+    @property
+    def started(self) -> bool:
+        """True while the actors run."""
+        return bool(self._actors)
+
+    def start(self) -> None:
+        """Connects to Ray (``ray.init`` if needed) and creates the actors; returns at once."""
+        ray = _ray()
+        if not ray.is_initialized():
+            ray.init(address=self._spec.address, log_to_driver=True)
+        needs = dict(self._spec.resources)
+        _check_placeable(ray, needs)
+        runtime_env = dict(self._spec.runtime_env)
+        env = {**hidden_accelerators(), "PYTHONPATH": import_path()}
+        runtime_env["env_vars"] = {**env, **dict(runtime_env.get("env_vars", {}))}
+        options: dict[str, Any] = {"num_cpus": needs.pop("CPU"), "runtime_env": runtime_env}
+        if needs:
+            options["resources"] = needs
+        cls = _actor_class(ray).options(**options)
+        for _ in range(self.count):
+            self._actors.append(cls.remote())
+        self._hello = [actor.hello.remote() for actor in self._actors]
+        self._pending = [actor.take.remote() for actor in self._actors]
+        self._buffered = [collections.deque() for _ in self._actors]
+        self._seq = [0] * self.count
+
+    def pid(self, worker: int) -> int:
+        """The process id of ``worker``'s actor (-1 while not known)."""
+        return self._where(worker)[0]
+
+    def _where(self, worker: int) -> tuple[int, str]:
+        if worker not in self._known:
+            ray = _ray()
+            if not ray.is_initialized():  # a Ray call would start a new local instance
+                return -1, "an unknown node"
+            try:
+                self._known[worker] = ray.get(self._hello[worker], timeout=1.0)
+            except Exception:
+                return -1, "an unknown node"
+        return self._known[worker]
+
+    def dump_stacks(self, worker: int) -> None:
+        """Asks ``worker``'s actor to print its stacks to its standard error (Ray's log)."""
+        if _ray().is_initialized():
+            with contextlib.suppress(Exception):
+                self._actors[worker].dump_stacks.remote()
+
+    def send(self, worker: int, message: ToWorker) -> None:
+        """Sends a message (a Ray call; a dead actor is reported when read).
+
+        Raises ClusterConnectionError (an OSError, as a local worker's closed socket gives) when
+        this process is no longer connected to Ray.
+        """
+        if not _ray().is_initialized():
+            raise _disconnected(None)
+        seq = self._seq[worker]
+        self._seq[worker] = seq + 1
+        self._actors[worker].post.remote(seq, pickle.dumps(message, _PROTOCOL))
+
+    def send_quietly(self, worker: int, message: ToWorker) -> None:
+        """Sends a message if the cluster is still there (a dead actor is reported when read)."""
+        with contextlib.suppress(OSError):
+            self.send(worker, message)
+
+    def ready(self, worker: int, timeout: float | None) -> bool:
+        """True once ``worker`` has a message waiting (or has died), within ``timeout`` s."""
+        if timeout is None or self._buffered[worker]:
+            return True
+        return _wait(_ray(), self._pending[worker], timeout)
+
+    def receive(self, worker: int) -> ToParent:
+        """The next message of ``worker``; raises WorkerDiedError if its actor died."""
+        buffered = self._buffered[worker]
+        if not buffered:
+            ray = _ray()
+            reply = self._pending[worker]
+            while not _wait(ray, reply, _POLL_S):
+                pass
+            try:
+                items = ray.get(reply)
+            except ray.exceptions.RayActorError as error:
+                raise self._died(worker, error) from None
+            except ray.exceptions.RayError as error:
+                raise _disconnected(error) from error
+            self._pending[worker] = self._actors[worker].take.remote()
+            buffered.extend(items)
+        message: ToParent = unpack(buffered.popleft())
+        return message
+
+    def _died(self, worker: int, error: BaseException) -> WorkerDiedError:
+        pid, node = self._where(worker)
+        reason = " ".join(str(error).split())
+        if len(reason) > _REASON_CHARS:
+            reason = reason[:_REASON_CHARS] + "..."
+        return WorkerDiedError(
+            f"Ray worker actor {worker} of {self.count} (pid {pid} on node {node}) died: "
+            f"{reason} The iterator stops here; set_state(iterator.get_state()) starts new "
+            f"actors at the last delivered element. If it ran out of memory, lower "
+            f"num_workers, the buffer size or the batch size, or give each actor more memory."
+        )
+
+    def close(self) -> None:
+        """Kills this group's actors (and nothing else). Idempotent."""
+        self._finalizer()
+
+
+def _kill(actors: list[Any], creator: int) -> None:
+    if os.getpid() != creator or not actors:
+        return  # a forked child leaves its parent's actors alone
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - actors exist only if ray imported
+        return
+    if not ray.is_initialized():  # Ray was shut down, and the actors with it
+        actors.clear()  # (ray.kill now would start a new local instance)
+        return
+    for actor in actors:
+        with contextlib.suppress(Exception):
+            ray.kill(actor, no_restart=True)
+    actors.clear()
+
+
+def _wait(ray: Any, reply: Any, timeout: float) -> bool:
+    """True once ``reply`` is ready; ClusterConnectionError if this process has no cluster."""
+    if not ray.is_initialized():
+        raise _disconnected(None)
+    try:
+        done, _ = ray.wait([reply], timeout=timeout)
+    except (ray.exceptions.RayError, ValueError) as error:  # ValueError: Ray was shut down
+        raise _disconnected(error) from error
+    return bool(done)
+
+
+def _disconnected(error: BaseException | None) -> ClusterConnectionError:
+    cause = "" if error is None else f" ({' '.join(str(error).split())[:_REASON_CHARS]})"
+    return ClusterConnectionError(
+        f"The connection to the Ray cluster running this loader's workers was lost{cause}. The "
+        f"iterator stops; when the cluster is back, set_state(iterator.get_state()) on a new "
+        f"iterator goes on after the last delivered element."
+    )
+
+
+def _check_placeable(ray: Any, needs: dict[str, float]) -> None:
+    """Raises if no live node of the cluster has ``needs`` (the actors would wait forever)."""
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    for node in nodes:
+        have = node.get("Resources", {})
+        if all(have.get(name, 0) >= amount for name, amount in needs.items()):
+            return
+    totals = {
+        name: max((n.get("Resources", {}).get(name, 0) for n in nodes), default=0) for name in needs
+    }
+    raise GrainliteValueError(
+        f"No node of the Ray cluster has what each worker asks for ({needs}); the largest "
+        f"amounts one node has are {totals}. Start the CPU machines with those resources "
+        f"(ray start --resources='{{\"name\": N}}') or ask for less with "
+        f"RayWorkers(resources=...)."
+    )

@@ -1,0 +1,243 @@
+"""grainlite.ray.RayWorkers on a local Ray instance: the workers of mp_prefetch and DataLoader
+as Ray actors give the elements, order and states of local worker processes; states restore
+across the two backends; dead actors are named; close and garbage collection end the actors.
+
+One Ray instance (2 CPUs, no dashboard) serves the whole module; each loader starts its actors.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import grainlite as grain
+from grainlite.errors import (
+    ClusterConnectionError,
+    GrainliteTypeError,
+    GrainliteValueError,
+    WorkerDiedError,
+)
+from grainlite.ray import RayWorkers
+from grainlite_tests import ray_pipelines as rp
+
+ray = pytest.importorskip("ray", reason="the ray extra (pip install 'grainlite[ray]')")
+
+pytestmark = pytest.mark.timeout(180)
+
+OPTIONS = grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_instance():
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    from stand_in_data import write_classification_records
+
+    return write_classification_records(tmp_path_factory.mktemp("ray") / "r.array_record", 48)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_until_gone(pids: list[int], seconds: float = 30.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+def assert_same_run(ours, theirs):
+    assert len(ours) == len(theirs)
+    for (a, state_a), (b, state_b) in zip(ours, theirs):
+        assert rp.same(a, b)
+        assert state_a == state_b
+
+
+# Same elements, order and states ---------------------------------------------------------------
+def test_mp_prefetch_on_ray_actors_gives_the_elements_order_and_states_of_local_workers():
+    local = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS)))
+    remote = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2))))
+    assert len(local) > 10
+    assert_same_run(remote, local)
+
+
+def test_a_dataset_state_restores_from_ray_actors_onto_local_workers_and_back():
+    whole = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS)))
+    ray_ds = rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2))
+    with iter(ray_ds) as it:
+        saved = rp.run_with_states(it, limit=4)[-1][1]
+    with iter(rp.dataset().mp_prefetch(OPTIONS)) as it:
+        it.set_state(saved)
+        assert_same_run(rp.run_with_states(it), whole[4:])
+    saved_locally = whole[6][1]
+    with iter(ray_ds) as it:
+        it.set_state(saved_locally)
+        assert_same_run(rp.run_with_states(it), whole[7:])
+
+
+def test_the_data_loader_on_ray_actors_gives_the_elements_order_and_states_of_local_workers(
+    records,
+):
+    local = rp.run_with_states(iter(rp.loader(records, worker_count=2)))
+    remote = rp.run_with_states(iter(rp.loader(records, backend=RayWorkers(num_workers=2))))
+    assert len(local) > 10
+    assert_same_run(remote, local)
+
+
+def test_a_loader_state_restores_across_backends_and_onto_another_worker_count(records):
+    whole = rp.run_with_states(iter(rp.loader(records, worker_count=2)))
+    on_ray = rp.loader(records, backend=RayWorkers(2))
+    with iter(on_ray) as it:
+        saved = rp.run_with_states(it, limit=3)[-1][1]
+    with iter(rp.loader(records, worker_count=2)) as it:
+        it.set_state(saved)
+        assert_same_run(rp.run_with_states(it), whole[3:])
+    with iter(on_ray) as it:
+        it.set_state(whole[5][1])
+        assert_same_run(rp.run_with_states(it), whole[6:])
+    # Elastic: the Ray state onto one worker, on Ray and locally, gives the same rest.
+    with iter(rp.loader(records, worker_count=1)) as it:
+        it.set_state(saved)
+        on_one_local = rp.run_with_states(it)
+    with iter(rp.loader(records, backend=RayWorkers(1))) as it:
+        it.set_state(saved)
+        assert_same_run(rp.run_with_states(it), on_one_local)
+    assert on_one_local
+
+
+def test_ray_workers_run_with_the_worker_environment_and_not_in_this_process():
+    ds = grain.MapDataset.range(8).map(rp.where_it_runs).to_iter_dataset()
+    seen = list(ds.mp_prefetch(OPTIONS, backend=RayWorkers(2)))
+    assert [int(e["element"]) for e in seen] == list(range(8))
+    assert {e["JAX_PLATFORMS"] for e in seen} == {"cpu"}
+    assert {e["CUDA_VISIBLE_DEVICES"] for e in seen} == {"-1"}
+    pids = {int(e["pid"]) for e in seen}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+# Faults and ownership --------------------------------------------------------------------------
+def test_an_actor_killed_mid_epoch_is_named_within_seconds_and_the_state_resumes_after_it():
+    whole = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS)))
+    it = iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2)))
+    before = rp.run_with_states(it, limit=3)
+    os.kill(it._stream.pids()[1], signal.SIGKILL)
+    killed = time.monotonic()
+    with pytest.raises(WorkerDiedError, match=r"Ray worker actor 1 of 2 \(pid \d+"):
+        for _ in range(len(whole)):
+            next(it)
+    assert time.monotonic() - killed < 10
+    it.set_state(before[-1][1])  # new actors, from the last element delivered
+    assert_same_run(rp.run_with_states(it), whole[3:])
+    it.close()
+
+
+class Bystander:
+    def ping(self) -> str:
+        return "here"
+
+
+def test_close_ends_every_actor_the_iterator_started_and_no_other():
+    path = {"env_vars": {"PYTHONPATH": os.pathsep.join(sys.path)}}  # to import this module
+    bystander = ray.remote(num_cpus=0)(Bystander).options(runtime_env=path).remote()
+    assert ray.get(bystander.ping.remote()) == "here"
+    it = iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2)))
+    next(it)
+    stream = it._stream  # held: close() itself must end the actors, not their handles' GC
+    pids = stream.pids()
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    it.close()
+    assert wait_until_gone(pids) == []
+    del stream
+    assert ray.get(bystander.ping.remote(), timeout=30) == "here"
+    ray.kill(bystander)
+
+
+def test_garbage_collection_ends_the_actors_of_an_iterator_dropped_mid_stream(records):
+    it = iter(rp.loader(records, backend=RayWorkers(2)))
+    next(it)
+    pids = it._stream.pids()
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    del it
+    gc.collect()
+    assert wait_until_gone(pids) == []
+
+
+# Arguments -------------------------------------------------------------------------------------
+def test_a_worker_count_that_disagrees_with_the_backend_is_refused(records):
+    with pytest.raises(GrainliteValueError, match="worker_count=3 disagrees"):
+        rp.loader(records, worker_count=3, backend=RayWorkers(2))
+    with pytest.raises(GrainliteValueError, match="num_workers=3 disagrees"):
+        rp.dataset().mp_prefetch(grain.MultiprocessingOptions(num_workers=3), backend=RayWorkers(2))
+    with pytest.raises(GrainliteTypeError, match="backend must be a worker backend"):
+        rp.dataset().mp_prefetch(backend="ray")
+
+
+def test_resources_that_no_node_has_are_refused_at_once_not_waited_for():
+    ds = rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2, resources={"tpu_host": 1}))
+    started = time.monotonic()
+    with pytest.raises(GrainliteValueError, match="No node of the Ray cluster has"):
+        next(iter(ds))
+    assert time.monotonic() - started < 10
+
+
+def test_importing_grainlite_and_grainlite_ray_does_not_import_ray():
+    code = (
+        "import sys, grainlite, grainlite.ray; "
+        "grainlite.ray.RayWorkers(2); "
+        "assert 'ray' not in sys.modules, 'ray imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_an_elements_array_bytes_travel_out_of_band_and_come_back_as_views_of_them():
+    import pickle
+
+    import numpy as np
+
+    from grainlite.engine.protocol import Element
+    from grainlite.ray.actor import HeapPool, RayWorker, unpack
+
+    image = np.arange(3 * 64 * 64, dtype=np.float32).reshape(3, 64, 64)
+    element = {"image": image.transpose(1, 2, 0), "label": np.int64(3), "name": "x"}
+    payload = HeapPool().export(element)  # the transposed view becomes C-contiguous, as in a slab
+    data, buffers = RayWorker.pack(None, Element(0, {"i": 1}, payload, [], []))  # type: ignore[arg-type]
+    assert len(data) < 1000 < image.nbytes  # the pickle holds no array bytes
+    assert [b.nbytes for b in buffers] == [image.nbytes]
+    message = unpack((data, buffers))
+    got = message.payload["image"]
+    assert got.flags.c_contiguous and np.array_equal(got, element["image"])
+    assert np.shares_memory(got, buffers[0])  # a view of the buffer, no copy
+    assert message.state == {"i": 1} and message.payload["name"] == "x"
+    assert pickle.loads(pickle.dumps(message.payload["label"])) == 3
+
+
+# Last: it shuts the module's Ray instance down.
+def test_ray_shut_down_under_a_running_iterator_is_a_connection_error_not_a_hang():
+    it = iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2)))
+    next(it)
+    ray.shutdown()
+    started = time.monotonic()
+    with pytest.raises(ClusterConnectionError, match="connection to the Ray cluster"):
+        for _ in range(100):
+            next(it)
+    assert time.monotonic() - started < 10
+    it.close()
