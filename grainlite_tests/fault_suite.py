@@ -778,3 +778,6 @@ from grainlite_tests import fault_more_scenarios  # noqa: E402, F401, I001
 
 # Then those of fault_engine_scenarios (the worker engine).
 from grainlite_tests import fault_engine_scenarios  # noqa: E402, F401
+
+# Then those of fault_dataset_scenarios (the Dataset API, a parent killed while workers start).
+from grainlite_tests import fault_dataset_scenarios  # noqa: E402, F401
