@@ -132,3 +132,42 @@ def test_keys_and_seeds_computed_ahead_in_blocks_match_the_sampler_at_every_posi
         worker.index(m) + 9 for m in positions
     ]
     assert len(positions) > 2 * reader_module._KEY_BLOCK or start > 0
+
+
+def _seeds_and_records(rngs: bool) -> tuple[list, list]:
+    sampler = grain.IndexSampler(40, grain.NoSharding(), shuffle=True, num_epochs=1, seed=7)
+    worker = WorkerSlice.of(sampler, shard_index=0, shard_count=1, worker=0, workers=1)
+    options = grain.ReadOptions(num_threads=0)
+    reader = RecordReader(sampler, list(range(40)), worker, 0, options, rngs=rngs)
+    try:
+        chunks = list(reader)
+    finally:
+        reader.close()
+    seeds = [seed for chunk_seeds, _ in chunks if chunk_seeds is not None for seed in chunk_seeds]
+    return seeds, [record for _, chunk in chunks for record in chunk]
+
+
+def test_a_reader_for_transforms_without_generators_reads_the_same_records_and_no_seeds():
+    sampler = grain.IndexSampler(40, grain.NoSharding(), shuffle=True, num_epochs=1, seed=7)
+    with_seeds, records = _seeds_and_records(rngs=True)
+    without_seeds, same_records = _seeds_and_records(rngs=False)
+    assert records == same_records == [sampler[i].record_key for i in range(40)]
+    assert with_seeds == [7 + i for i in range(40)]  # Grain's Philox key: seed + sampler index
+    assert without_seeds == []
+
+
+def test_a_pipeline_gives_generators_only_where_a_transform_takes_them():
+    class Keep(grain.MapTransform):
+        def map(self, element):
+            return element
+
+    class Draw(grain.RandomMapTransform):
+        def random_map(self, element, rng):
+            return (element, int(rng.integers(1 << 30)))
+
+    sampler = grain.IndexSampler(6, grain.NoSharding(), shuffle=True, num_epochs=1, seed=5)
+    loader = grain.DataLoader(
+        data_source=list(range(6)), sampler=sampler, operations=[Keep(), Draw(), Keep()]
+    )
+    expected = [(sampler[i].record_key, int(sampler[i].rng.integers(1 << 30))) for i in range(6)]
+    assert [(int(a), int(b)) for a, b in loader] == expected

@@ -124,6 +124,12 @@ class Pipeline(PipelineBase):
             raise
 
     @property
+    def uses_rngs(self) -> bool:
+        """True when a transform takes the records' generators (a RandomMapTransform, or a custom
+        operation, whose records carry one); the others only pass them on, unused."""
+        return any(kind in ("random_map", "operation") for kind, _ in self.steps)
+
+    @property
     def operations(self) -> tuple[Any, ...]:
         """The transforms, in order."""
         return tuple(op for _, op in self.steps)
@@ -216,6 +222,7 @@ class Pipeline(PipelineBase):
             base,
             self.read_options,
             timer.read if STATS_ENABLED else None,
+            rngs=self.uses_rngs,
         )
         out = sink.out
         push = head.push

@@ -56,11 +56,13 @@ Chunk = tuple[list[Any] | None, list[Any]]
 
 
 def _make_chunk_reader(
-    sampler: Any, source: Any, worker: WorkerSlice
+    sampler: Any, source: Any, worker: WorkerSlice, rngs: bool = True
 ) -> Callable[[int, int], Chunk]:
     """Returns ``read(m0, m1)`` reading positions [m0, m1); a short result: the stream ended.
 
-    ``read`` may be called from several reader threads at once, for disjoint ranges.
+    ``read`` may be called from several reader threads at once, for disjoint ranges. With
+    ``rngs`` false (no transform takes a generator) a vectorized sampler's per-record rng seeds
+    are not computed: every chunk carries None instead.
     """
     source_len = len(source)
     getitems = getattr(source, "__getitems__", None)
@@ -91,7 +93,7 @@ def _make_chunk_reader(
 
     record_keys = getattr(sampler, "record_keys", None)
     if record_keys is not None and hasattr(sampler, "seed"):
-        seed = sampler.seed
+        seed = sampler.seed if rngs else None
         rng_indices = getattr(sampler, "rng_indices", None) if worker.head else None
         last = worker.positions()  # keys are never asked beyond the worker's positions
         # (first position, keys, rng seeds) of the last key block; replaced whole, never mutated,
@@ -179,6 +181,8 @@ class RecordReader:
       start: the first position to read (positions before it were consumed before a restore).
       options: reader threads and read-ahead depth.
       counter: where chunk read times and record counts go (None: not counted).
+      rngs: whether any transform takes the records' generators; False spares computing the
+        seeds of a vectorized sampler (chunks then carry None for them).
     """
 
     def __init__(
@@ -189,9 +193,10 @@ class RecordReader:
         start: int,
         options: ReadOptions,
         counter: StageCounter | None = None,
+        rngs: bool = True,
     ) -> None:
         self._counter = counter
-        self._read = _make_chunk_reader(sampler, source, worker)
+        self._read = _make_chunk_reader(sampler, source, worker, rngs)
         total = worker.positions()
         self._stop = sys.maxsize if total is None else total
         self._next = start
