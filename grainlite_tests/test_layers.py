@@ -106,7 +106,6 @@ def scan(root: Path = ROOT, table: dict[str, Any] | None = None) -> list[str]:
     table = table if table is not None else load_table()
     layers = layer_of_name(table)
     may = allowed(table)
-    shims = set(table.get("shims", {}))
     problems: list[str] = []
     for path in sorted((root / "grainlite").rglob("*.py")):
         source = module_name(path, root)
@@ -121,9 +120,6 @@ def scan(root: Path = ROOT, table: dict[str, Any] | None = None) -> list[str]:
             target_top = top_name(target)
             if target_top is None:
                 continue
-            if target in shims:  # judged where it moved; shim_users() lists it
-                target = table["shims"][target]
-                target_top = top_name(target)
             target_layer = layers.get(target_top)
             if target_layer is None:
                 problems.append(f"{where}:{line}: {target} is in no layer of layers.toml")
@@ -132,40 +128,9 @@ def scan(root: Path = ROOT, table: dict[str, Any] | None = None) -> list[str]:
     return problems
 
 
-def shim_users(root: Path = ROOT, table: dict[str, Any] | None = None) -> list[str]:
-    """Every import of an old path that is now a shim, from a module that is not a shim."""
-    table = table if table is not None else load_table()
-    shims = table.get("shims", {})
-    users = []
-    for path in sorted((root / "grainlite").rglob("*.py")):
-        if module_name(path, root) in shims:
-            continue
-        for line, target in sorted(set(imports_of(path, root))):
-            if target in shims:
-                where = path.relative_to(root)
-                users.append(f"{where}:{line}: imports {target}; import {shims[target]} instead")
-    return users
-
-
 def test_every_import_in_grainlite_follows_an_arrow_of_the_layer_table():
     problems = scan()
     assert not problems, "imports against layers.toml:\n" + "\n".join(problems)
-
-
-def test_no_module_imports_a_path_that_is_only_a_shim():
-    # The shims (layers.toml, [shims]) keep code written on other branches working until it is
-    # merged; inside grainlite every import names the module where the code lives now.
-    users = shim_users()
-    assert not users, "imports of shim paths:\n" + "\n".join(users)
-
-
-def test_every_shim_is_a_re_export_of_the_module_it_names():
-    table = load_table()
-    for old, new in table.get("shims", {}).items():
-        path = ROOT / Path(*old.split(".")).with_suffix(".py")
-        assert path.is_file(), f"layers.toml lists the shim {old}, but {path} is not there"
-        targets = {target for _, target in imports_of(path)}
-        assert targets == {new}, f"the shim {old} must import only {new}, imports {targets}"
 
 
 def test_every_name_under_grainlite_has_a_layer():
