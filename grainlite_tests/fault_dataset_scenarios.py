@@ -133,11 +133,12 @@ def damaged_mp_prefetch_worker_entry(tmp: Path) -> str:
     return f"ValueError naming iterators_in_use_states[0] each time (longest message {longest})"
 
 
-_STARTING = textwrap.dedent(
+STARTING_JOB = textwrap.dedent(
     """
     import grainlite as grain
 
     class DropAll(grain.FilterTransform):
+        # The workers never send an element, so nothing but the parent's death can end them.
         def filter(self, x):
             return False
 
@@ -154,7 +155,8 @@ _STARTING = textwrap.dedent(
 )
 
 
-def _processes_with(mark: str) -> list[int]:
+def processes_with(mark: str) -> list[int]:
+    """Pids of the processes whose environment holds ``mark`` (a job and its workers)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -175,7 +177,7 @@ def sigkill_while_workers_start(tmp: Path) -> str:
     for trial in range(8):
         mark = f"grainlite-fault-{os.getpid()}-{trial}-{time.monotonic_ns()}"
         job = subprocess.Popen(
-            [sys.executable, "-c", _STARTING],
+            [sys.executable, "-c", STARTING_JOB],
             env=dict(os.environ, PYTHONPATH=str(REPO), GRAINLITE_FAULT_MARK=mark),
             stdout=subprocess.PIPE,
             text=True,
@@ -186,12 +188,12 @@ def sigkill_while_workers_start(tmp: Path) -> str:
             job.send_signal(signal.SIGKILL)
             job.wait()
             deadline = time.monotonic() + 5.0
-            while _processes_with(mark) and time.monotonic() < deadline:
+            while processes_with(mark) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            left = _processes_with(mark)
+            left = processes_with(mark)
             assert not left, f"workers {left} outlived the job killed after {0.05 * trial:.2f} s"
         finally:
-            for pid in _processes_with(mark):
+            for pid in processes_with(mark):
                 os.kill(pid, signal.SIGKILL)
             if job.poll() is None:
                 job.kill()

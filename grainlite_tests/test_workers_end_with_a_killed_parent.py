@@ -4,7 +4,7 @@ A worker learns its parent's pid from the parent (not from ``os.getppid()`` at s
 SIGKILLed while the worker's interpreter starts would already read as pid 1, and the worker
 would then run its share forever under pid 1). Each trial SIGKILLs a job at a random moment in
 the first 0.4 s of its ``iter(loader)`` (while its two workers start), then looks for any process
-of that job.
+of that job. The job (``STARTING_JOB``) is the fault suite's, which kills at fewer moments.
 """
 
 from __future__ import annotations
@@ -15,51 +15,15 @@ import random
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from grainlite_tests.fault_dataset_scenarios import STARTING_JOB, processes_with
+
 ROOT = Path(__file__).resolve().parents[1]
-
-JOB = textwrap.dedent(
-    """
-    import grainlite as grain
-
-    class DropAll(grain.FilterTransform):
-        # The workers never send an element, so nothing but the parent's death can end them.
-        def filter(self, x):
-            return False
-
-    loader = grain.DataLoader(
-        data_source=grain.RangeDataSource(0, 1000, 1),
-        sampler=grain.IndexSampler(1000, grain.NoSharding(), num_epochs=None, seed=0),
-        operations=[DropAll()],
-        worker_count=2,
-    )
-    print("starting", flush=True)
-    iterator = iter(loader)  # the workers start here
-    for _ in iterator:
-        pass
-    """
-)
-
-
-def _processes_with(mark: str) -> list[int]:
-    """Pids of the processes whose environment holds ``mark`` (the job and its workers)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if mark.encode() in environ:
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.mark.slow
@@ -71,7 +35,7 @@ def test_no_worker_outlives_a_parent_killed_while_its_workers_start():
         mark = f"GRAINLITE_TEST_MARK={uuid.uuid4().hex}"
         env = dict(os.environ, PYTHONPATH=str(ROOT), GRAINLITE_TEST_MARK=mark.split("=")[1])
         job = subprocess.Popen(
-            [sys.executable, "-c", JOB], env=env, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", STARTING_JOB], env=env, stdout=subprocess.PIPE, text=True
         )
         try:
             assert job.stdout is not None
@@ -81,14 +45,14 @@ def test_no_worker_outlives_a_parent_killed_while_its_workers_start():
             job.send_signal(signal.SIGKILL)
             job.wait()
             deadline = time.monotonic() + 5.0
-            left = _processes_with(mark)
+            left = processes_with(mark)
             while left and time.monotonic() < deadline:
                 time.sleep(0.05)
-                left = _processes_with(mark)
+                left = processes_with(mark)
             if left:
                 survivors[delay] = left
         finally:
-            for pid in _processes_with(mark):
+            for pid in processes_with(mark):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             if job.poll() is None:
