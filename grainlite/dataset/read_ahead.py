@@ -61,7 +61,9 @@ _THREADED_READ_S = 20e-6
 _THREADED_READ_SHARE = 0.25
 # Blocks timed (after the first, whose read warms caches) before deciding; medians over them.
 _BLOCKS_TO_TIME = 5
-# Reads whose CPU time is more than this share of their wall time keep a CPU busy.
+# Reads whose CPU time is more than this share of their wall time keep a CPU busy. The wall
+# time leaves out the time the thread waited for a CPU (see _cpu_wait_s): on a busy machine a
+# decode is still a decode, not a wait for storage.
 _CPU_BOUND_SHARE = 0.5
 # At most this many bytes of elements read ahead (and at least one block).
 _READ_AHEAD_BYTES = 64 << 20
@@ -155,6 +157,17 @@ def _serve(tasks: queue.SimpleQueue[_Task]) -> None:
         except BaseException as error:  # handed to the consumer, re-raised there
             future.set_exception(error)
         del task, future, argument
+
+
+def _cpu_wait_s() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a CPU (Linux's
+    ``/proc/thread-self/schedstat``); 0.0 where the kernel does not say. Preemption by other
+    processes is not a read that waits, so the CPU-bound share leaves it out."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 class _DaemonPool:
@@ -276,6 +289,7 @@ class BlockReader:
                     return self._start_threads(threads)
         begin = time.perf_counter()
         cpu_begin = time.thread_time()
+        waited_begin = _cpu_wait_s() if self._timing else 0.0
         stop = min(self._stop, self._next + self._size)
         block = read_block(self._getitems, range(self._next, stop))
         self._next = stop
@@ -290,7 +304,8 @@ class BlockReader:
                 read, other = end - begin, begin - self._returned_at
                 self._per_element.append(read / max(len(block), 1))
                 self._shares.append(read / max(read + other, 1e-9))
-                self._cpu_shares.append(cpu / max(read, 1e-9))
+                running = read - (_cpu_wait_s() - waited_begin)
+                self._cpu_shares.append(cpu / max(running, 1e-9))
             elif block:
                 self._element_bytes = _nbytes(block[0])
             self._timed_first = True
