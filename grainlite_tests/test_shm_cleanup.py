@@ -164,6 +164,7 @@ def _as_nobody(code: str) -> str:
     become = (
         "import argparse, gettext, locale, os, shutil, grainlite, grainlite.__main__\n"
         "import grainlite.shm, grainlite.tools.cleanup_command  # grainlite imports lazily\n"
+        "import grainlite.tools.convert.partial  # cleanup also looks for partial folders\n"
         f"os.setgroups([]); os.setgid({NOBODY}); os.setuid({NOBODY})\n"
     )
     result = subprocess.run(
