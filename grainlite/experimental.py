@@ -54,6 +54,8 @@ if TYPE_CHECKING:
         ExecutionTrackingMode,
         WithOptionsIterDataset,
     )
+    from grainlite.dataset.performance_config import PerformanceConfig, pick_performance_config
+    from grainlite.dataset.seeding import RngPool
     from grainlite.device.dataset import device_put
     from grainlite.transforms.pack_and_batch import PackAndBatchOperation
 
@@ -68,6 +70,9 @@ LAZY_NAMES = {
     "set_next_index": "grainlite.dataset.next_index",
     "multithread_prefetch": "grainlite.dataset.experimental.thread_prefetch",
     "get_element_spec": "grainlite.dataset.element_spec",
+    "PerformanceConfig": "grainlite.dataset.performance_config",
+    "pick_performance_config": "grainlite.dataset.performance_config",
+    "RngPool": "grainlite.dataset.seeding",
     "ShapeDtypeStruct": "grainlite.dataset.element_spec",
     "ShapeDtypeStructProtocol": "grainlite.dataset.element_spec",
     "BOSHandling": "grainlite.dataset.experimental.concat_then_split",
@@ -112,8 +117,10 @@ __all__ = [
     "MapWithIndexTransform",
     "PackAndBatchOperation",
     "ParquetIterDataset",
+    "PerformanceConfig",
     "RebatchIterDataset",
     "RepeatIterDataset",
+    "RngPool",
     "ShapeDtypeStruct",
     "ShapeDtypeStructProtocol",
     "TFRecordIterDataset",
@@ -132,6 +139,7 @@ __all__ = [
     "get_next_index",
     "index_shuffle",
     "multithread_prefetch",
+    "pick_performance_config",
     "set_next_index",
 ]
 

@@ -42,11 +42,6 @@ def _dataset_api(issue: int = 18) -> Entry:
     return Entry(NOT_YET, f"Grain's experimental datasets (issue {issue})")
 
 
-def _dataset_extra() -> Entry:
-    """A helper of Grain's Dataset API that issue 13 (the Dataset API) left for later."""
-    return Entry(NOT_YET, "Dataset API options, element specs and helpers (issue 18)")
-
-
 _MAP_DATASET = _same(
     "Grain's methods, elements and get_state() dicts; _getitems(indices) reads blocks"
 )
@@ -127,12 +122,16 @@ _EXPERIMENTAL: dict[str, Entry] = {
     "ParquetIterDataset": _same(
         "row groups read one at a time; Grain's row dicts and state; pyarrow loads on use"
     ),
-    "PerformanceConfig": _dataset_extra(),
+    "PerformanceConfig": _same("a dataclass of the two options"),
     "RebatchIterDataset": _same('Grain\'s batches and {"parent", "batch_idx"} state'),
     "RepeatIterDataset": _same(
         "Grain's state; an endless repeat of an empty stream ends (Grain's hangs)"
     ),
-    "RngPool": _dataset_extra(),
+    "RngPool": Entry(
+        FIX,
+        "the same generators; releasing one it did not hand out raises ValueError "
+        "(Grain accepts it and fails on a later acquire)",
+    ),
     "ShapeDtypeStruct": _same("a frozen dataclass of shape and dtype"),
     "ShapeDtypeStructProtocol": _same("a runtime-checkable Protocol"),
     "TFRecordIterDataset": _same(
@@ -173,7 +172,7 @@ _EXPERIMENTAL: dict[str, Entry] = {
         "the elements and states of ds, read ahead num_threads * buffer_size elements by one "
         "thread (Grain uses num_threads threads)",
     ),
-    "pick_performance_config": _dataset_extra(),
+    "pick_performance_config": _same("the same options from the same element sizes and budget"),
     "set_next_index": _same('through Grain\'s _set_next_index hook or a {"next_index"} state'),
 }
 

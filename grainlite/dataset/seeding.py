@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError, shown
 
 
 class NegativeRngIndexError(GrainliteError, OverflowError):
@@ -98,6 +98,37 @@ def philox_key(seed: int) -> np.ndarray:
     return key
 
 
+class PhiloxSlot:
+    """One reusable ``Generator`` over ``Philox(key)`` that jumps to counter ``[0, 0, op, i]``.
+
+    Resetting the counter of an existing generator costs far less than building one, so the
+    per-index generators of :class:`IndexRng` and :class:`RngPool` are slots reset per use.
+    """
+
+    __slots__ = ("bit_generator", "counter", "generator", "state")
+
+    def __init__(self, key: np.ndarray) -> None:
+        self.bit_generator = np.random.Philox(key=key)
+        self.generator = np.random.Generator(self.bit_generator)
+        self.counter = np.zeros(4, np.uint64)
+        self.state = self.bit_generator.state
+        self.state["state"]["counter"] = self.counter
+
+    def reset(self, index: int, op_seed: int = 0) -> np.random.Generator:
+        """The generator, set to counter ``[0, 0, op_seed, index]`` with an empty buffer."""
+        self.counter[2] = op_seed
+        self.counter[3] = index  # the state dict is a fresh one's: its buffer is empty
+        self.bit_generator.state = self.state
+        return self.generator
+
+
+def _negative_index(index: int, who: str) -> NegativeRngIndexError:
+    return NegativeRngIndexError(
+        f"{who} has no generator for negative index {index}: generators are numbered by "
+        "non-negative indices; read ds[len(ds) + i] instead of ds[i]."
+    )
+
+
 class IndexRng:
     """Per-index generators of one random node: ``rng(i)`` is reset to counter ``[0, 0, 0, i]``.
 
@@ -114,29 +145,62 @@ class IndexRng:
     def rng(self, index: int) -> np.random.Generator:
         """The generator for element ``index`` (a non-negative int)."""
         if index < 0:
-            raise NegativeRngIndexError(
-                f"random_map has no generator for negative index {index}: generators are "
-                "numbered by non-negative indices; read ds[len(ds) + i] instead of ds[i]."
-            )
-        local = self._local
-        state = getattr(local, "state", None)
-        if state is None:
-            bit_generator = np.random.Philox(key=self._key)
-            local.generator = np.random.Generator(bit_generator)
-            local.bit_generator = bit_generator
-            local.counter = np.zeros(4, np.uint64)
-            state = local.state = bit_generator.state
-            state["state"]["counter"] = local.counter
-        local.counter[3] = index  # the state dict is a fresh one's: its buffer is empty
-        local.bit_generator.state = state
-        generator: np.random.Generator = local.generator
-        return generator
+            raise _negative_index(index, "random_map")
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = PhiloxSlot(self._key)
+        return slot.reset(index)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"seed": self.seed}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["seed"])  # type: ignore[misc]
+
+
+class RngPool:
+    """Grain's ``RngPool``: per-index generators of one seed, for user code that wants them.
+
+    ``acquire_rng(index, op_seed=k)`` is the generator ``Philox(key=SeedSequence(seed))`` at
+    counter ``[0, 0, k, index]`` -- with ``op_seed=0`` exactly the generator ``random_map`` with
+    this seed hands its function for ``index`` -- so it depends only on ``(seed, op_seed,
+    index)``. ``release_rng`` gives it back for reuse; a generator still held is never handed
+    out twice. Thread-safe. ``seed=None`` draws a fresh seed from the OS, as numpy does.
+    """
+
+    def __init__(self, seed: int | None) -> None:
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+        self.seed = check_seed(seed, "RngPool")
+        self._key = philox_key(self.seed)
+        self._free: list[PhiloxSlot] = []
+        self._held: dict[int, PhiloxSlot] = {}
+        self._lock = threading.Lock()
+
+    def acquire_rng(self, index: int, *, op_seed: int = 0) -> np.random.Generator:
+        """The generator for ``index`` and ``op_seed``, reset; give it back with ``release_rng``.
+
+        A negative index or op_seed raises an OverflowError, as in Grain.
+        """
+        index = operator.index(index)
+        op_seed = operator.index(op_seed)
+        if index < 0 or op_seed < 0:
+            raise _negative_index(min(index, op_seed), "RngPool.acquire_rng")
+        with self._lock:
+            slot = self._free.pop() if self._free else PhiloxSlot(self._key)
+            self._held[id(slot.generator)] = slot
+        return slot.reset(index, op_seed)
+
+    def release_rng(self, rng: np.random.Generator) -> None:
+        """Gives back a generator from ``acquire_rng`` so a later call can reuse it."""
+        with self._lock:
+            slot = self._held.pop(id(rng), None)
+            if slot is None or slot.generator is not rng:
+                raise GrainliteValueError(
+                    f"RngPool.release_rng got {shown(rng)}, which this pool did not hand out "
+                    "(or was already released); release only generators from acquire_rng."
+                )
+            self._free.append(slot)
 
 
 class WithSeedMapDataset(MapDataset):

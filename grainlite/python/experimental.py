@@ -25,8 +25,10 @@ if TYPE_CHECKING:
         LimitIterDataset,
         PackAndBatchOperation,
         ParquetIterDataset,
+        PerformanceConfig,
         RebatchIterDataset,
         RepeatIterDataset,
+        RngPool,
         ShapeDtypeStruct,
         ShapeDtypeStructProtocol,
         TFRecordIterDataset,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
         get_element_spec,
         get_next_index,
         multithread_prefetch,
+        pick_performance_config,
         set_next_index,
     )
 
@@ -65,8 +68,10 @@ __all__ = [
     "MapWithIndexTransform",
     "PackAndBatchOperation",
     "ParquetIterDataset",
+    "PerformanceConfig",
     "RebatchIterDataset",
     "RepeatIterDataset",
+    "RngPool",
     "ShapeDtypeStruct",
     "ShapeDtypeStructProtocol",
     "TFRecordIterDataset",
@@ -85,6 +90,7 @@ __all__ = [
     "get_next_index",
     "index_shuffle",
     "multithread_prefetch",
+    "pick_performance_config",
     "set_next_index",
 ]
 
