@@ -59,7 +59,7 @@ def test_pick_performance_config_without_a_budget_says_what_to_pass() -> None:
 
 def test_pick_performance_config_reads_only_the_samples_it_checks() -> None:
     seen: list[int] = []
-    ds = lite.MapDataset.range(100).map(lambda i: seen.append(i) or i).to_iter_dataset()
+    ds = lite.MapDataset.range(100).to_iter_dataset().map(lambda i: seen.append(i) or i)
     lite_experimental.pick_performance_config(
         ds, ram_budget_mb=1, max_workers=2, max_buffer_size=None, samples_to_check=3
     )
