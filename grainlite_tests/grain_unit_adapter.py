@@ -308,7 +308,11 @@ MODULES: dict[str, dict[str, Callable[[], Any]]] = {
         "PackIterDataset": lambda: _grainlite().experimental.FirstFitPackIterDataset.__mro__[1],
     },
     _T + "packing_concat_then_split": {},
-    _T + "packing_packed_batch": {},
+    _T + "packing_packed_batch": {
+        "get_non_sequence_meta_features": _public(
+            "grainlite.experimental:non_sequence_meta_features"
+        ),
+    },
     _T + "prefetch": {
         "PrefetchIterDataset": _node(_iter),
         "PrefetchDatasetIterator": _iterator_class(_iter),

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         get_element_spec,
         get_next_index,
         multithread_prefetch,
+        non_sequence_meta_features,
         set_next_index,
     )
 
@@ -85,6 +86,7 @@ __all__ = [
     "get_next_index",
     "index_shuffle",
     "multithread_prefetch",
+    "non_sequence_meta_features",
     "set_next_index",
 ]
 

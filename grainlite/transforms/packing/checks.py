@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.transforms.packing.layout import PackSpec
+from grainlite.transforms.packing.layout import PackSpec, non_sequence_meta_features
 
 
 def _per_feature(
@@ -55,13 +55,14 @@ def make_spec(
     ]
     padding = _per_feature(owner, "padding_struct", padding_struct, features, 0)
     metas = [str(name) for name in meta_features]
+    others = non_sequence_meta_features(length_struct, metas)
     return PackSpec(
         features=features,
         lengths=tuple(lengths),
         alignments=tuple(alignments),
         padding=tuple(padding),
-        sequence_metas=frozenset(name for name in metas if name in length_struct),
-        other_metas=tuple(name for name in metas if name not in length_struct),
+        sequence_metas=frozenset(name for name in metas if name not in others),
+        other_metas=tuple(others),
     )
 
 

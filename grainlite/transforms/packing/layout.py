@@ -18,10 +18,29 @@ of its values in the row, in packing order. The keys of a row are sorted.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+
+def non_sequence_meta_features(length_struct: Any, meta_features: Sequence[str]) -> list[str]:
+    """The meta features a packer carries along instead of packing: those not in ``length_struct``.
+
+    A packer's ``meta_features`` that are also keys of ``length_struct`` are packed like the other
+    features (without ``*_segment_ids`` and ``*_positions``); the others are not packed: each row
+    holds the list of their values, one per sequence in the row, in packing order. This tells
+    which is which, e.g. to build the expected rows of a test.
+
+    Args:
+      length_struct: the packer's ``{feature: target length}`` (its top-level keys count).
+      meta_features: the packer's ``meta_features``.
+
+    Returns:
+      The names of ``meta_features`` that are not keys of ``length_struct``, in their order.
+    """
+    keys = set(length_struct) if isinstance(length_struct, Mapping) else set()
+    return [name for name in meta_features if name not in keys]
 
 
 @dataclasses.dataclass(frozen=True)

