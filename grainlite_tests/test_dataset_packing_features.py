@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import grainlite
-from grainlite_tests.packing_data import run, sequence
+from grainlite_tests.packing_data import run, sequence, stream
 
 PACKERS = ["FirstFitPackIterDataset", "BestFitPackIterDataset"]
 
@@ -36,3 +36,23 @@ def test_non_sequence_meta_features_names_the_meta_features_a_packer_carries_as_
     )
     row = next(iter(packer))
     assert [key for key in meta_features if isinstance(row[key], list)] == carried
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("limit", [0, -1, 2.0, True])
+def test_a_max_sequences_per_bin_below_one_is_a_value_error_in_grains_words_with_the_fix(
+    name, limit
+):
+    packer = getattr(grainlite.experimental, name)
+    with pytest.raises(ValueError) as error:
+        packer(
+            stream(grainlite, [1]),
+            length_struct={"inputs": 6},
+            num_packing_bins=2,
+            max_sequences_per_bin=limit,
+        )
+    assert str(error.value) == (
+        f"{name}: If specified, `max_sequences_per_bin` must be a positive integer, but got "
+        f"{limit!r}. Pass an int >= 1, or None for no limit on the sequences of a row."
+    )
+    assert isinstance(error.value, grainlite.errors.GrainliteError)

@@ -65,11 +65,7 @@ class _PackIterDataset(IterDataset):
             name, length_struct, meta_features, pack_alignment_struct, padding_struct
         )
         self._num_bins = packing_checks.check_count(name, "num_packing_bins", num_packing_bins)
-        self._max_sequences = (
-            None
-            if max_sequences_per_bin is None
-            else packing_checks.check_count(name, "max_sequences_per_bin", max_sequences_per_bin)
-        )
+        self._max_sequences = packing_checks.check_max_sequences(name, max_sequences_per_bin)
         packing_checks.check_group_by(name, shuffle_bins_group_by_feature, self._spec)
         self._group_by = shuffle_bins_group_by_feature
         self._seed = int(seed)

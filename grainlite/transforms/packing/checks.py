@@ -75,6 +75,18 @@ def check_count(owner: str, argument: str, value: Any) -> int:
     return int(value)
 
 
+def check_max_sequences(owner: str, value: Any) -> int | None:
+    """``max_sequences_per_bin``: None, or a positive int; a ValueError with Grain's wording."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise GrainliteValueError(
+            f"{owner}: If specified, `max_sequences_per_bin` must be a positive integer, but got "
+            f"{value!r:.200}. Pass an int >= 1, or None for no limit on the sequences of a row."
+        )
+    return int(value)
+
+
 def check_group_by(owner: str, feature: str | None, spec: PackSpec) -> None:
     """``shuffle_bins_group_by_feature`` must name a feature the rows keep."""
     if feature is None or feature in spec.features or feature in spec.other_metas:
