@@ -4,6 +4,7 @@ as one-token sequences, nested features of ``length_struct``, and the argument e
 
 from __future__ import annotations
 
+import grain
 import numpy as np
 import pytest
 
@@ -56,3 +57,26 @@ def test_a_max_sequences_per_bin_below_one_is_a_value_error_in_grains_words_with
         f"{limit!r}. Pass an int >= 1, or None for no limit on the sequences of a row."
     )
     assert isinstance(error.value, grainlite.errors.GrainliteError)
+
+
+SCALARS = {
+    "raw-ints": [1, 2, 3, 4],
+    "python-floats": [3.5, 7.5, 5.5, 1.25],
+    "0-d-int32-arrays": [np.asarray(v, np.int32) for v in (3, 7, 5, 9)],
+    "numpy-scalars": [np.float32(v) for v in (0.5, 1.5, 2.5, 3.5)],
+    "an-int-then-floats": [3, 7.5, 5.5, 1.25],  # the first value sets the dtype: int64
+}
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("meta", [True, False], ids=["meta", "packed"])
+@pytest.mark.parametrize("values", SCALARS.values(), ids=SCALARS.keys())
+def test_a_scalar_feature_of_length_struct_is_packed_as_one_token_like_grain(name, meta, values):
+    items = [dict(sequence(i, n), epoch=v) for i, (n, v) in enumerate(zip([3, 2, 1, 4], values))]
+    options = {"length_struct": {"inputs": 4, "epoch": 3}, "num_packing_bins": 3}
+    if meta:
+        options["meta_features"] = ["epoch"]
+    ours = _rows(grainlite, name, items, **options)
+    assert ours == _rows(grain, name, items, **options)
+    epochs = [dict(row["dict"])["epoch"] for row in ours[0]]
+    assert all(epoch[0] == "array" and epoch[2] == (3,) for epoch in epochs)

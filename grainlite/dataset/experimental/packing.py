@@ -1,15 +1,15 @@
 """Grain's ``FirstFitPackIterDataset`` and ``BestFitPackIterDataset``: sequences packed into rows.
 
 A packer fills ``num_packing_bins`` bins per *round*: each sequence (a dict of 1-D or N-D arrays,
-the first axis being the sequence axis) goes to a bin where every packed feature still has room
-(first fit: the first such bin; best fit: the one with the least room left, summed over the
-features, the first of equals). The first sequence that fits no bin ends the round: the non-empty
-bins are emitted as rows (shuffled with ``np.random.default_rng(seed + rows_emitted_before)``
-unless ``shuffle_bins=False``; with ``shuffle_bins_group_by_feature``, sorted by the mean of that
-feature's distinct non-zero values in the row, rows of equal value in that random order) and that
-sequence starts the next round. The end of the parent
-ends the last round. Learned by running Grain 0.2.18, and equal to it row by row and state by
-state.
+the first axis being the sequence axis; a scalar is one token) goes to a bin where every packed
+feature still has room (first fit: the first such bin; best fit: the one with the least room
+left, summed over the features, the first of equals). The first sequence that fits no bin ends
+the round: the non-empty bins are emitted as rows (shuffled with
+``np.random.default_rng(seed + rows_emitted_before)`` unless ``shuffle_bins=False``; with
+``shuffle_bins_group_by_feature``, sorted by the mean of that feature's distinct non-zero values
+in the row, rows of equal value in that random order) and that sequence starts the next round.
+The end of the parent ends the last round. Learned by running Grain 0.2.18, and equal to it row
+by row and state by state.
 
 The state is Grain's ``{"parent": <parent state at the round's start>, "next_row": k,
 "counter": rows emitted}``: a restore rebuilds the round from the parent and skips ``k`` rows.

@@ -14,7 +14,12 @@ from typing import Any
 import numpy as np
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.transforms.packing.layout import PackSpec, non_sequence_meta_features
+from grainlite.transforms.packing.layout import (
+    PackSpec,
+    column_values,
+    is_scalar,
+    non_sequence_meta_features,
+)
 
 
 def _per_feature(
@@ -99,9 +104,15 @@ def check_group_by(owner: str, feature: str | None, spec: PackSpec) -> None:
 
 
 def sequence_lengths(spec: PackSpec, element: Any) -> list[int]:
-    """The length of each packed feature of ``element``, checked against its target."""
+    """The length of each packed feature of ``element``, checked against its target.
+
+    A feature is an array whose first axis is the sequence, or a scalar (a number or a 0-d
+    array), which is a sequence of one token, as in Grain.
+    """
     try:
-        sizes = [element[name].shape[0] for name in spec.features]
+        sizes = [
+            1 if is_scalar(value) else value.shape[0] for value in column_values(spec, element)
+        ]
     except (TypeError, AttributeError, IndexError, KeyError) as error:
         raise _element_error(spec, element, error) from None
     for size, length in zip(sizes, spec.lengths):
@@ -131,11 +142,10 @@ def _element_error(spec: PackSpec, element: Any, error: Exception) -> Exception:
             f"The element has no feature {missing[0]!r} of length_struct (its keys: "
             f"{sorted(element)}); give every element each feature of length_struct."
         )
-    for name in spec.features:
-        value = element[name]
-        if not isinstance(value, np.ndarray) or value.ndim == 0:
+    for name, value in zip(spec.features, column_values(spec, element)):
+        if not isinstance(value, np.ndarray) and not is_scalar(value):
             return GrainliteTypeError(
-                f"Feature {name!r} must be a numpy array with a sequence axis (got "
+                f"Feature {name!r} must be a numpy array with a sequence axis or a scalar (got "
                 f"{type(value).__name__}: {value!r:.200}); convert it with np.asarray(...), or "
                 "list it in meta_features and leave it out of length_struct."
             )

@@ -83,7 +83,9 @@ def fill_round(
         try:
             sizes = [element[name].shape[0] for name in names]
         except (TypeError, AttributeError, IndexError, KeyError):
-            sizes = packing_checks.sequence_lengths(spec, element)  # raises the helpful error
+            # scalars (one token each), or the helpful error
+            sizes = packing_checks.sequence_lengths(spec, element)
+            placed.general = True
         for size, capacity in zip(sizes, capacities):
             if size > capacity:
                 packing_checks.sequence_lengths(spec, element)  # raises the helpful error

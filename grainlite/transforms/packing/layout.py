@@ -57,13 +57,40 @@ class PackSpec:
 
 @dataclasses.dataclass
 class Round:
-    """One round's placements, in packing order: bin, per-feature offsets and lengths, number."""
+    """One round's placements, in packing order: bin, per-feature offsets and lengths, number.
+
+    ``general`` is set when some element's features are not all arrays with a sequence axis
+    (scalars): the rows are then written from :func:`as_sequence` of each value.
+    """
 
     elements: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)
     bins: list[int] = dataclasses.field(default_factory=list)
     offsets: list[list[int]] = dataclasses.field(default_factory=list)
     sizes: list[list[int]] = dataclasses.field(default_factory=list)
     segment_ids: list[int] = dataclasses.field(default_factory=list)
+    general: bool = False
+
+
+def is_scalar(value: Any) -> bool:
+    """A number or a 0-d array: a packed feature of one token."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 0
+    return isinstance(value, int | float | complex | np.generic)
+
+
+def as_sequence(value: Any) -> np.ndarray:
+    """``value`` as an array with a sequence axis: a scalar becomes one token (a Python int an
+    int64 one, as in Grain)."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        return value
+    if isinstance(value, int):
+        return np.array([value], dtype=np.int64)
+    return np.asarray(value).reshape(1)
+
+
+def column_values(spec: PackSpec, element: Mapping[str, Any]) -> list[Any]:
+    """The value of each packed feature of ``element``, in ``spec.features`` order."""
+    return [element[name] for name in spec.features]
 
 
 def _layout(
@@ -103,6 +130,8 @@ def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int
             pieces_of[key] = _layout(order, bins, offsets, sizes, length)
         pieces, piece_sizes = pieces_of[key]
         arrays = [element[name] for element in placed.elements]
+        if placed.general:
+            arrays = [as_sequence(value) for value in arrays]
         first = arrays[0]
         pad = np.full((length, *first.shape[1:]), spec.padding[f], dtype=first.dtype)
         flat = np.concatenate(
