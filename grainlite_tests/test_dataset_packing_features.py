@@ -80,3 +80,55 @@ def test_a_scalar_feature_of_length_struct_is_packed_as_one_token_like_grain(nam
     assert ours == _rows(grain, name, items, **options)
     epochs = [dict(row["dict"])["epoch"] for row in ours[0]]
     assert all(epoch[0] == "array" and epoch[2] == (3,) for epoch in epochs)
+
+
+def _nested_items() -> list[dict]:
+    return [
+        {
+            "row": np.arange(n) + 100 * i,
+            "extra": {"z": np.arange(m) + 10 * i, "a": {"q": i, "b": np.arange(1.0, 1.0 + k)}},
+            "doc": i,
+        }
+        for i, (n, m, k) in enumerate([(3, 2, 2), (2, 3, 2), (4, 1, 3), (1, 4, 1), (5, 2, 4)])
+    ]
+
+
+NESTED_LENGTHS = {"row": 6, "extra": {"z": 7, "a": {"q": 3, "b": 5}}}
+
+
+@pytest.mark.parametrize("name", PACKERS)
+def test_a_nested_meta_feature_of_length_struct_is_packed_leaf_by_leaf_like_grain(name):
+    options = {
+        "length_struct": NESTED_LENGTHS,
+        "num_packing_bins": 2,
+        "meta_features": ["extra", "doc"],
+        "seed": 3,
+        "shuffle_bins": True,
+        "padding_struct": {"row": -1, "extra": {"z": -2, "a": {"b": -3, "q": -4}}},
+        "pack_alignment_struct": {"row": 1, "extra": {"z": 2, "a": {"q": 1, "b": 1}}},
+    }
+    ours = _rows(grainlite, name, _nested_items(), **options)
+    assert ours == _rows(grain, name, _nested_items(), **options)
+    row = dict(ours[0][0]["dict"])
+    assert list(row) == ["doc", "extra", "row", "row_positions", "row_segment_ids"]
+    assert [key for key, _ in row["extra"]["dict"]] == ["a", "z"]
+
+
+@pytest.mark.parametrize("name", PACKERS)
+def test_a_nested_feature_that_is_not_meta_is_a_value_error_in_grains_words_at_the_first_next(
+    name,
+):
+    ds = grainlite.MapDataset.source(_nested_items()).to_iter_dataset()
+    packer = getattr(grainlite.experimental, name)(
+        ds, length_struct=NESTED_LENGTHS, num_packing_bins=2
+    )
+    iterator = iter(packer)
+    with pytest.raises(ValueError) as error:
+        next(iterator)
+    assert str(error.value) == (
+        "Failed to extract segment ids for 'extra', which has type <class 'dict'> rather than "
+        "np.ndarray. Perhaps it should be marked as a meta feature? A nested feature of "
+        "length_struct is packed without segment ids and positions: add 'extra' to "
+        "meta_features, or make each of its arrays a top-level feature."
+    )
+    assert iterator.get_state()["parent"] == {"next_index": 0}  # no element was taken

@@ -62,7 +62,7 @@ class _PackIterDataset(IterDataset):
         super().__init__(parent)
         name = type(self).__name__
         self._spec = packing_checks.make_spec(
-            name, length_struct, meta_features, pack_alignment_struct, padding_struct
+            name, length_struct, meta_features, pack_alignment_struct, padding_struct, nested=True
         )
         self._num_bins = packing_checks.check_count(name, "num_packing_bins", num_packing_bins)
         self._max_sequences = packing_checks.check_max_sequences(name, max_sequences_per_bin)
@@ -166,6 +166,7 @@ class PackDatasetIterator(DatasetIterator):
         self._next_row = 0
 
     def _build_round(self) -> None:
+        packing_checks.check_segmentable(self._spec)
         if self._end_state is not None and self._carried is None:
             self._rows = []
             return

@@ -35,40 +35,93 @@ def _per_feature(
     return [struct.get(name, default) for name in features]
 
 
+def _leaves(owner: str, name: str, value: Any) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path below name, target length)`` of each leaf of a nested ``length_struct`` entry."""
+    if not isinstance(value, Mapping):
+        return [((), value)]
+    if not value:
+        raise GrainliteTypeError(
+            f"{owner} length_struct[{name!r}] is an empty dict; give each nested feature a "
+            "target length, e.g. {'inner': 128}, or drop the entry."
+        )
+    leaves = []
+    for key in sorted(value):
+        for path, leaf in _leaves(owner, f"{name}][{key!r}", value[key]):
+            leaves.append(((key, *path), leaf))
+    return leaves
+
+
+def _below(struct: Any, path: tuple[str, ...], default: Any) -> Any:
+    """The entry of a nested ``pack_alignment_struct``/``padding_struct`` at ``path``."""
+    for key in path:
+        if not isinstance(struct, Mapping) or key not in struct:
+            return default
+        struct = struct[key]
+    return struct
+
+
 def make_spec(
     owner: str,
     length_struct: Any,
     meta_features: Sequence[str],
     alignment_struct: Any,
     padding_struct: Any,
+    nested: bool = False,
 ) -> PackSpec:
-    """The :class:`PackSpec` of a packer's arguments, checked."""
+    """The :class:`PackSpec` of a packer's arguments, checked.
+
+    With ``nested`` (the Dataset API's first-fit and best-fit packers), an entry of
+    ``length_struct`` may be a dict of target lengths: each of its leaves is packed.
+    """
     if not isinstance(length_struct, Mapping) or not length_struct:
         raise GrainliteTypeError(
             f"{owner} length_struct must be a non-empty dict from feature name to target length "
             f"(got {length_struct!r}); elements must be flat dicts of arrays, e.g. "
             "length_struct={'inputs': 1024, 'targets': 1024}."
         )
-    features = tuple(length_struct)
-    lengths = []
-    for name in features:
-        lengths.append(check_count(owner, f"length_struct[{name!r}]", length_struct[name]))
+    names, paths, lengths = [], [], []
+    for name in length_struct:
+        value = length_struct[name]
+        for path, leaf in _leaves(owner, name, value) if nested else [((), value)]:
+            where = "".join(f"[{key!r}]" for key in (name, *path))
+            names.append(name)
+            paths.append(path)
+            lengths.append(check_count(owner, f"length_struct{where}", leaf))
+    features = tuple(names)
     alignments = _per_feature(owner, "pack_alignment_struct", alignment_struct, features, 1)
     alignments = [
-        check_count(owner, f"pack_alignment_struct[{name!r}]", value)
-        for name, value in zip(features, alignments)
+        check_count(owner, f"pack_alignment_struct[{name!r}]", _below(value, path, 1))
+        for name, path, value in zip(features, paths, alignments)
     ]
     padding = _per_feature(owner, "padding_struct", padding_struct, features, 0)
+    padding = [_below(value, path, 0) for path, value in zip(paths, padding)]
     metas = [str(name) for name in meta_features]
     others = non_sequence_meta_features(length_struct, metas)
+    sequence_metas = frozenset(name for name in metas if name not in others)
+    unsegmented = [n for n, path in zip(names, paths) if path and n not in sequence_metas]
     return PackSpec(
         features=features,
         lengths=tuple(lengths),
         alignments=tuple(alignments),
         padding=tuple(padding),
-        sequence_metas=frozenset(name for name in metas if name not in others),
+        sequence_metas=sequence_metas,
         other_metas=tuple(others),
+        paths=tuple(paths) if any(paths) else (),
+        unsegmented=unsegmented[0] if unsegmented else None,
     )
+
+
+def check_segmentable(spec: PackSpec) -> None:
+    """A ValueError (Grain's words, and the fix) for a nested feature that is not a meta feature:
+    a dict of packed arrays has no one segment ids and positions."""
+    if spec.unsegmented is not None:
+        name = spec.unsegmented
+        raise GrainliteValueError(
+            f"Failed to extract segment ids for {name!r}, which has type <class 'dict'> rather "
+            "than np.ndarray. Perhaps it should be marked as a meta feature? A nested feature of "
+            f"length_struct is packed without segment ids and positions: add {name!r} to "
+            "meta_features, or make each of its arrays a top-level feature."
+        )
 
 
 def check_count(owner: str, argument: str, value: Any) -> int:

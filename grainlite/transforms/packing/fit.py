@@ -59,6 +59,7 @@ def fill_round(
       the parent's end); and the parent's end state (None unless the parent ended).
     """
     capacities, alignments, names = spec.lengths, spec.alignments, spec.features
+    nested = bool(spec.paths)
     features = range(len(capacities))
     groups = _groups(spec)
     search = [group[0] for group in groups]  # the features compared (one per equal group)
@@ -81,6 +82,8 @@ def fill_round(
                 return placed, None, before
         element = pulled[1]
         try:
+            if nested:
+                raise TypeError  # nested features: the general lookup
             sizes = [element[name].shape[0] for name in names]
         except (TypeError, AttributeError, IndexError, KeyError):
             # scalars (one token each), or the helpful error

@@ -53,6 +53,9 @@ class PackSpec:
     padding: tuple[Any, ...]  # one padding value per feature
     sequence_metas: frozenset[str]  # packed without segment ids and positions
     other_metas: tuple[str, ...]  # meta features not in length_struct: lists per row
+    # per feature, its keys below ``features[f]`` in a nested length_struct; () when all are flat
+    paths: tuple[tuple[str, ...], ...] = ()
+    unsegmented: str | None = None  # a nested feature that is not a meta feature (an error)
 
 
 @dataclasses.dataclass
@@ -90,7 +93,18 @@ def as_sequence(value: Any) -> np.ndarray:
 
 def column_values(spec: PackSpec, element: Mapping[str, Any]) -> list[Any]:
     """The value of each packed feature of ``element``, in ``spec.features`` order."""
-    return [element[name] for name in spec.features]
+    values = [element[name] for name in spec.features]
+    for f, path in enumerate(spec.paths):
+        for key in path:
+            values[f] = values[f][key]
+    return values
+
+
+def _column_key(spec: PackSpec, f: int) -> Any:
+    """A packed feature's key among the columns: its name, or its path when nested."""
+    if spec.paths and spec.paths[f]:
+        return (spec.features[f], *spec.paths[f])
+    return spec.features[f]
 
 
 def _layout(
@@ -130,6 +144,8 @@ def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int
             pieces_of[key] = _layout(order, bins, offsets, sizes, length)
         pieces, piece_sizes = pieces_of[key]
         arrays = [element[name] for element in placed.elements]
+        for step in spec.paths[f] if spec.paths else ():
+            arrays = [value[step] for value in arrays]
         if placed.general:
             arrays = [as_sequence(value) for value in arrays]
         first = arrays[0]
@@ -139,7 +155,7 @@ def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int
             dtype=first.dtype,
             casting="unsafe",
         )
-        columns[name] = flat.reshape(num_rows, length, *first.shape[1:])
+        columns[_column_key(spec, f)] = flat.reshape(num_rows, length, *first.shape[1:])
         if name in spec.sequence_metas:
             continue
         if key not in layouts:
@@ -159,8 +175,9 @@ def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int
 def assemble_rows(spec: PackSpec, placed: Round) -> list[dict[str, Any]]:
     """The packed rows of one round, one per non-empty bin, in bin order."""
     columns, num_rows = assemble_columns(spec, placed)
+    nested = {key: columns.pop(key) for key in list(columns) if isinstance(key, tuple)}
     bins = placed.bins
-    keys = sorted([*columns, *spec.other_metas])
+    keys = sorted({*columns, *spec.other_metas, *(key[0] for key in nested)})
     rows: list[dict[str, Any]] = [{} for _ in range(num_rows)]
     row_of_bin = {b: r for r, b in enumerate(sorted(set(bins)))}
     for name in spec.other_metas:
@@ -170,5 +187,21 @@ def assemble_rows(spec: PackSpec, placed: Round) -> list[dict[str, Any]]:
         columns[name] = per_row
     for r, row in enumerate(rows):
         for key in keys:
-            row[key] = columns[key][r]
+            if key in columns:
+                row[key] = columns[key][r]
+            else:
+                row[key] = _nested_row(key, nested, r)
     return rows
+
+
+def _nested_row(name: str, nested: dict[tuple[str, ...], Any], r: int) -> dict[str, Any]:
+    """Row ``r`` of the nested feature ``name``: a dict like the element's (keys sorted)."""
+    tree: dict[str, Any] = {}
+    for path, column in nested.items():  # paths come in sorted order (make_spec sorts them)
+        if path[0] != name:
+            continue
+        inner = tree
+        for step in path[1:-1]:
+            inner = inner.setdefault(step, {})
+        inner[path[-1]] = column[r]
+    return tree
