@@ -132,3 +132,45 @@ def test_a_nested_feature_that_is_not_meta_is_a_value_error_in_grains_words_at_t
         "meta_features, or make each of its arrays a top-level feature."
     )
     assert iterator.get_state()["parent"] == {"next_index": 0}  # no element was taken
+
+
+BUFFER_CASES = {
+    "two-features": (
+        [dict(sequence(i, n, np.int32)) for i, n in enumerate([3, 5, 2])],
+        {"length_struct": {"inputs": 8, "targets": 6}},
+    ),
+    "2-d-float16-and-a-meta-feature": (
+        [
+            {"tokens": np.zeros((n, 3), np.float16), "mask": np.ones(n, np.uint8), "doc": "d"}
+            for n in [2, 4, 1]
+        ],
+        {"length_struct": {"tokens": 5, "mask": 5}, "meta_features": ["mask", "doc"]},
+    ),
+    "a-raw-int": (
+        [dict(sequence(i, n), epoch=i) for i, n in enumerate([3, 2])],
+        {"length_struct": {"inputs": 4, "epoch": 2}, "meta_features": ["epoch"]},
+    ),
+    "nested": (_nested_items(), {"length_struct": NESTED_LENGTHS, "meta_features": ["extra"]}),
+}
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("case", BUFFER_CASES.values(), ids=BUFFER_CASES.keys())
+def test_get_packed_batch_size_bytes_reports_grains_round_buffers_once_a_round_is_packed(
+    name, case
+):
+    items, options = case
+    sizes = []
+    for lib in (grainlite, grain):
+        ds = lib.MapDataset.source(items).to_iter_dataset()
+        iterator = iter(getattr(lib.experimental, name)(ds, num_packing_bins=3, **options))
+        with pytest.raises(
+            ValueError,
+            match="get_packed_batch_size_bytes: no round has been"
+            if lib is grainlite
+            else "No current batch",
+        ):
+            iterator.get_packed_batch_size_bytes()
+        next(iterator)
+        sizes.append(iterator.get_packed_batch_size_bytes())
+    assert sizes[0] == sizes[1] > 0

@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.errors import GrainliteValueError
 from grainlite.transforms.packing import checks as packing_checks
 from grainlite.transforms.packing.fit import fill_round
-from grainlite.transforms.packing.layout import PackSpec, assemble_rows
+from grainlite.transforms.packing.layout import PackSpec, assemble_rows, round_buffer_bytes
 
 
 def _group_value(values: Any) -> float:
@@ -142,6 +143,7 @@ class PackDatasetIterator(DatasetIterator):
         self._next_row = 0
         self._counter = 0
         self._end_state: Any = None  # the parent's state at its end, once reached
+        self._batch_bytes: int | None = None  # get_packed_batch_size_bytes, from the first round
 
     def __next__(self) -> Any:
         if self._rows is None:
@@ -181,6 +183,8 @@ class PackDatasetIterator(DatasetIterator):
         if not placed.elements:
             self._rows = []
             return
+        if self._batch_bytes is None:
+            self._batch_bytes = round_buffer_bytes(self._spec, self._num_bins, placed.elements[0])
         rows = assemble_rows(self._spec, placed)
         if self._seed is not None:
             start = self._counter - self._next_row
@@ -190,6 +194,22 @@ class PackDatasetIterator(DatasetIterator):
                 order = np.lexsort((order, values))
             rows = [rows[i] for i in order.tolist()]
         self._rows = rows
+
+    def get_packed_batch_size_bytes(self) -> int:
+        """The bytes Grain's packer allocates for a round, as Grain reports them.
+
+        Per packed feature: ``num_packing_bins`` rows of its target length in the dtype and
+        trailing shape of the first sequence packed, two int32 rows (segment ids and positions)
+        and one int64 fill position per bin (grainlite itself writes only a round's non-empty
+        rows). Known once the first round has been packed (the first ``next()``, or a
+        ``set_state`` into a round); a ValueError before.
+        """
+        if self._batch_bytes is None:
+            raise GrainliteValueError(
+                f"{type(self).__name__}.get_packed_batch_size_bytes: no round has been packed "
+                "yet, so the size of its buffers is not known; call it after the first next()."
+            )
+        return self._batch_bytes
 
     def get_state(self) -> dict[str, Any]:
         """Grain's state: the parent at the round's start, the rows emitted from it, the total."""
@@ -206,6 +226,7 @@ class PackDatasetIterator(DatasetIterator):
         self._parent.set_state(self._round_state)
         self._carried = None
         self._end_state = None
+        self._batch_bytes = None
         self._counter = int(state["counter"])
         self._next_row = 0
         self._rows = None

@@ -100,6 +100,21 @@ def column_values(spec: PackSpec, element: Mapping[str, Any]) -> list[Any]:
     return values
 
 
+def round_buffer_bytes(spec: PackSpec, num_bins: int, element: Mapping[str, Any]) -> int:
+    """The bytes of Grain's packed buffers for one round of ``num_bins`` bins.
+
+    Per packed feature: ``num_bins`` rows of its target length in the dtype and trailing shape
+    of ``element``'s value, two int32 rows (segment ids, positions) and one int64 fill position
+    per bin. This is Grain 0.2.18's ``get_packed_batch_size_bytes``.
+    """
+    total = 0
+    for value, length in zip(column_values(spec, element), spec.lengths):
+        sequence = as_sequence(value)
+        token_bytes = sequence.itemsize * int(np.prod(sequence.shape[1:], dtype=np.int64))
+        total += num_bins * (length * (token_bytes + 8) + 8)
+    return total
+
+
 def _column_key(spec: PackSpec, f: int) -> Any:
     """A packed feature's key among the columns: its name, or its path when nested."""
     if spec.paths and spec.paths[f]:
