@@ -142,12 +142,13 @@ def _layout(
     return pieces, [size for _, size in pieces]
 
 
-def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int]:
-    """The round's packed features, each an array of rows (non-empty bins in bin order)."""
+def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[Any, Any], int]:
+    """The round's packed features, each an array of rows (non-empty bins in bin order), keyed by
+    name (a nested feature's leaves: by their path, a tuple)."""
     bins = placed.bins
     order = sorted(range(len(bins)), key=bins.__getitem__)  # stable: packing order in a bin
     num_rows = len(set(bins))
-    columns: dict[str, Any] = {}
+    columns: dict[Any, Any] = {}
     pieces_of: dict[Any, tuple[list[tuple[int, int]], list[int]]] = {}
     layouts: dict[Any, tuple[Any, Any]] = {}
     for f, name in enumerate(spec.features):
@@ -190,7 +191,9 @@ def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int
 def assemble_rows(spec: PackSpec, placed: Round) -> list[dict[str, Any]]:
     """The packed rows of one round, one per non-empty bin, in bin order."""
     columns, num_rows = assemble_columns(spec, placed)
-    nested = {key: columns.pop(key) for key in list(columns) if isinstance(key, tuple)}
+    nested: dict[tuple[str, ...], Any] = {
+        key: columns.pop(key) for key in list(columns) if isinstance(key, tuple)
+    }
     bins = placed.bins
     keys = sorted({*columns, *spec.other_metas, *(key[0] for key in nested)})
     rows: list[dict[str, Any]] = [{} for _ in range(num_rows)]
