@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from grainlite.dataset.seeding import RngPool
     from grainlite.device.dataset import device_put
     from grainlite.transforms.pack_and_batch import PackAndBatchOperation
+    from grainlite.transforms.packing.layout import non_sequence_meta_features
 
 # Name -> the module that defines it; resolved by __getattr__ on first use.
 LAZY_NAMES = {
@@ -98,6 +99,7 @@ LAZY_NAMES = {
     "ZipIterDataset": "grainlite.dataset.experimental.zip",
     "ZipMapDataset": "grainlite.dataset.experimental.zip",
     "batch_and_pad": "grainlite.dataset.experimental.rebatch",
+    "non_sequence_meta_features": "grainlite.transforms.packing.layout",
 }
 
 __all__ = [
@@ -139,6 +141,7 @@ __all__ = [
     "get_next_index",
     "index_shuffle",
     "multithread_prefetch",
+    "non_sequence_meta_features",
     "pick_performance_config",
     "set_next_index",
 ]

@@ -306,9 +306,19 @@ MODULES: dict[str, dict[str, Callable[[], Any]]] = {
     _T + "packing": {
         # Grain's base class of the two packers: the common base of grainlite's public ones.
         "PackIterDataset": lambda: _grainlite().experimental.FirstFitPackIterDataset.__mro__[1],
+        # The iterator of both packers (Grain's has the same public get_packed_batch_size_bytes).
+        "PackingDatasetIterator": _iterator_class(
+            lambda g: g.experimental.FirstFitPackIterDataset(
+                _iter(g), length_struct={"x": 1}, num_packing_bins=1
+            )
+        ),
     },
     _T + "packing_concat_then_split": {},
-    _T + "packing_packed_batch": {},
+    _T + "packing_packed_batch": {
+        "get_non_sequence_meta_features": _public(
+            "grainlite.experimental:non_sequence_meta_features"
+        ),
+    },
     _T + "prefetch": {
         "PrefetchIterDataset": _node(_iter),
         "PrefetchDatasetIterator": _iterator_class(_iter),

@@ -97,7 +97,6 @@ LEFT_OUT: dict[str, str] = {
 
 # Known failing, not yet fixed: run as expected failures, not counted. Empty when done.
 KNOWN_FAILING: dict[str, str] = {
-    "packing_test::*": "Grain's test support calls the private packing_packed_batch helpers; meta features, nested length_struct, raw ints, 'must be a positive integer, but got 0'",
     "map_test::*::test_*element_spec_inference*": "nodes have no _element_spec property (get_element_spec works)",
     "map_test::*::test_map_element_spec_propagets_output_spec_error": "nodes have no _element_spec property",
     "map_test::RandomMapIterDatasetTest::test_*_next_index": "get/set_next_index through random_map",

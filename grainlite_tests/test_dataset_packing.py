@@ -284,7 +284,10 @@ def test_a_list_feature_is_a_type_error_suggesting_np_asarray():
     ("options", "message"),
     [
         ({"num_packing_bins": 0}, "num_packing_bins must be a positive int (got 0)"),
-        ({"max_sequences_per_bin": 0}, "max_sequences_per_bin must be a positive int (got 0)"),
+        (
+            {"max_sequences_per_bin": 0},
+            "`max_sequences_per_bin` must be a positive integer, but got 0. Pass an int >= 1",
+        ),
         ({"length_struct": 16}, "length_struct must be a non-empty dict"),
         (
             {"shuffle_bins_group_by_feature": "doc"},

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         get_element_spec,
         get_next_index,
         multithread_prefetch,
+        non_sequence_meta_features,
         pick_performance_config,
         set_next_index,
     )
@@ -90,6 +91,7 @@ __all__ = [
     "get_next_index",
     "index_shuffle",
     "multithread_prefetch",
+    "non_sequence_meta_features",
     "pick_performance_config",
     "set_next_index",
 ]

@@ -1,15 +1,15 @@
 """Grain's ``FirstFitPackIterDataset`` and ``BestFitPackIterDataset``: sequences packed into rows.
 
 A packer fills ``num_packing_bins`` bins per *round*: each sequence (a dict of 1-D or N-D arrays,
-the first axis being the sequence axis) goes to a bin where every packed feature still has room
-(first fit: the first such bin; best fit: the one with the least room left, summed over the
-features, the first of equals). The first sequence that fits no bin ends the round: the non-empty
-bins are emitted as rows (shuffled with ``np.random.default_rng(seed + rows_emitted_before)``
-unless ``shuffle_bins=False``; with ``shuffle_bins_group_by_feature``, sorted by the mean of that
-feature's distinct non-zero values in the row, rows of equal value in that random order) and that
-sequence starts the next round. The end of the parent
-ends the last round. Learned by running Grain 0.2.18, and equal to it row by row and state by
-state.
+the first axis being the sequence axis; a scalar is one token) goes to a bin where every packed
+feature still has room (first fit: the first such bin; best fit: the one with the least room
+left, summed over the features, the first of equals). The first sequence that fits no bin ends
+the round: the non-empty bins are emitted as rows (shuffled with
+``np.random.default_rng(seed + rows_emitted_before)`` unless ``shuffle_bins=False``; with
+``shuffle_bins_group_by_feature``, sorted by the mean of that feature's distinct non-zero values
+in the row, rows of equal value in that random order) and that sequence starts the next round.
+The end of the parent ends the last round. Learned by running Grain 0.2.18, and equal to it row
+by row and state by state.
 
 The state is Grain's ``{"parent": <parent state at the round's start>, "next_row": k,
 "counter": rows emitted}``: a restore rebuilds the round from the parent and skips ``k`` rows.
@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.errors import GrainliteValueError
 from grainlite.transforms.packing import checks as packing_checks
 from grainlite.transforms.packing.fit import fill_round
-from grainlite.transforms.packing.layout import PackSpec, assemble_rows
+from grainlite.transforms.packing.layout import PackSpec, assemble_rows, round_buffer_bytes
 
 
 def _group_value(values: Any) -> float:
@@ -62,14 +63,10 @@ class _PackIterDataset(IterDataset):
         super().__init__(parent)
         name = type(self).__name__
         self._spec = packing_checks.make_spec(
-            name, length_struct, meta_features, pack_alignment_struct, padding_struct
+            name, length_struct, meta_features, pack_alignment_struct, padding_struct, nested=True
         )
         self._num_bins = packing_checks.check_count(name, "num_packing_bins", num_packing_bins)
-        self._max_sequences = (
-            None
-            if max_sequences_per_bin is None
-            else packing_checks.check_count(name, "max_sequences_per_bin", max_sequences_per_bin)
-        )
+        self._max_sequences = packing_checks.check_max_sequences(name, max_sequences_per_bin)
         packing_checks.check_group_by(name, shuffle_bins_group_by_feature, self._spec)
         self._group_by = shuffle_bins_group_by_feature
         self._seed = int(seed)
@@ -146,6 +143,7 @@ class PackDatasetIterator(DatasetIterator):
         self._next_row = 0
         self._counter = 0
         self._end_state: Any = None  # the parent's state at its end, once reached
+        self._batch_bytes: int | None = None  # get_packed_batch_size_bytes, from the first round
 
     def __next__(self) -> Any:
         if self._rows is None:
@@ -170,6 +168,7 @@ class PackDatasetIterator(DatasetIterator):
         self._next_row = 0
 
     def _build_round(self) -> None:
+        packing_checks.check_segmentable(self._spec)
         if self._end_state is not None and self._carried is None:
             self._rows = []
             return
@@ -184,6 +183,8 @@ class PackDatasetIterator(DatasetIterator):
         if not placed.elements:
             self._rows = []
             return
+        if self._batch_bytes is None:
+            self._batch_bytes = round_buffer_bytes(self._spec, self._num_bins, placed.elements[0])
         rows = assemble_rows(self._spec, placed)
         if self._seed is not None:
             start = self._counter - self._next_row
@@ -193,6 +194,22 @@ class PackDatasetIterator(DatasetIterator):
                 order = np.lexsort((order, values))
             rows = [rows[i] for i in order.tolist()]
         self._rows = rows
+
+    def get_packed_batch_size_bytes(self) -> int:
+        """The bytes Grain's packer allocates for a round, as Grain reports them.
+
+        Per packed feature: ``num_packing_bins`` rows of its target length in the dtype and
+        trailing shape of the first sequence packed, two int32 rows (segment ids and positions)
+        and one int64 fill position per bin (grainlite itself writes only a round's non-empty
+        rows). Known once the first round has been packed (the first ``next()``, or a
+        ``set_state`` into a round); a ValueError before.
+        """
+        if self._batch_bytes is None:
+            raise GrainliteValueError(
+                f"{type(self).__name__}.get_packed_batch_size_bytes: no round has been packed "
+                "yet, so the size of its buffers is not known; call it after the first next()."
+            )
+        return self._batch_bytes
 
     def get_state(self) -> dict[str, Any]:
         """Grain's state: the parent at the round's start, the rows emitted from it, the total."""
@@ -209,6 +226,7 @@ class PackDatasetIterator(DatasetIterator):
         self._parent.set_state(self._round_state)
         self._carried = None
         self._end_state = None
+        self._batch_bytes = None
         self._counter = int(state["counter"])
         self._next_row = 0
         self._rows = None

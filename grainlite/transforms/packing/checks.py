@@ -14,7 +14,12 @@ from typing import Any
 import numpy as np
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.transforms.packing.layout import PackSpec
+from grainlite.transforms.packing.layout import (
+    PackSpec,
+    column_values,
+    is_scalar,
+    non_sequence_meta_features,
+)
 
 
 def _per_feature(
@@ -30,39 +35,93 @@ def _per_feature(
     return [struct.get(name, default) for name in features]
 
 
+def _leaves(owner: str, name: str, value: Any) -> list[tuple[tuple[str, ...], Any]]:
+    """``(path below name, target length)`` of each leaf of a nested ``length_struct`` entry."""
+    if not isinstance(value, Mapping):
+        return [((), value)]
+    if not value:
+        raise GrainliteTypeError(
+            f"{owner} length_struct[{name!r}] is an empty dict; give each nested feature a "
+            "target length, e.g. {'inner': 128}, or drop the entry."
+        )
+    leaves = []
+    for key in sorted(value):
+        for path, leaf in _leaves(owner, f"{name}][{key!r}", value[key]):
+            leaves.append(((key, *path), leaf))
+    return leaves
+
+
+def _below(struct: Any, path: tuple[str, ...], default: Any) -> Any:
+    """The entry of a nested ``pack_alignment_struct``/``padding_struct`` at ``path``."""
+    for key in path:
+        if not isinstance(struct, Mapping) or key not in struct:
+            return default
+        struct = struct[key]
+    return struct
+
+
 def make_spec(
     owner: str,
     length_struct: Any,
     meta_features: Sequence[str],
     alignment_struct: Any,
     padding_struct: Any,
+    nested: bool = False,
 ) -> PackSpec:
-    """The :class:`PackSpec` of a packer's arguments, checked."""
+    """The :class:`PackSpec` of a packer's arguments, checked.
+
+    With ``nested`` (the Dataset API's first-fit and best-fit packers), an entry of
+    ``length_struct`` may be a dict of target lengths: each of its leaves is packed.
+    """
     if not isinstance(length_struct, Mapping) or not length_struct:
         raise GrainliteTypeError(
             f"{owner} length_struct must be a non-empty dict from feature name to target length "
             f"(got {length_struct!r}); elements must be flat dicts of arrays, e.g. "
             "length_struct={'inputs': 1024, 'targets': 1024}."
         )
-    features = tuple(length_struct)
-    lengths = []
-    for name in features:
-        lengths.append(check_count(owner, f"length_struct[{name!r}]", length_struct[name]))
+    names, paths, lengths = [], [], []
+    for name in length_struct:
+        value = length_struct[name]
+        for path, leaf in _leaves(owner, name, value) if nested else [((), value)]:
+            where = "".join(f"[{key!r}]" for key in (name, *path))
+            names.append(name)
+            paths.append(path)
+            lengths.append(check_count(owner, f"length_struct{where}", leaf))
+    features = tuple(names)
     alignments = _per_feature(owner, "pack_alignment_struct", alignment_struct, features, 1)
     alignments = [
-        check_count(owner, f"pack_alignment_struct[{name!r}]", value)
-        for name, value in zip(features, alignments)
+        check_count(owner, f"pack_alignment_struct[{name!r}]", _below(value, path, 1))
+        for name, path, value in zip(features, paths, alignments)
     ]
     padding = _per_feature(owner, "padding_struct", padding_struct, features, 0)
+    padding = [_below(value, path, 0) for path, value in zip(paths, padding)]
     metas = [str(name) for name in meta_features]
+    others = non_sequence_meta_features(length_struct, metas)
+    sequence_metas = frozenset(name for name in metas if name not in others)
+    unsegmented = [n for n, path in zip(names, paths) if path and n not in sequence_metas]
     return PackSpec(
         features=features,
         lengths=tuple(lengths),
         alignments=tuple(alignments),
         padding=tuple(padding),
-        sequence_metas=frozenset(name for name in metas if name in length_struct),
-        other_metas=tuple(name for name in metas if name not in length_struct),
+        sequence_metas=sequence_metas,
+        other_metas=tuple(others),
+        paths=tuple(paths) if any(paths) else (),
+        unsegmented=unsegmented[0] if unsegmented else None,
     )
+
+
+def check_segmentable(spec: PackSpec) -> None:
+    """A ValueError (Grain's words, and the fix) for a nested feature that is not a meta feature:
+    a dict of packed arrays has no one segment ids and positions."""
+    if spec.unsegmented is not None:
+        name = spec.unsegmented
+        raise GrainliteValueError(
+            f"Failed to extract segment ids for {name!r}, which has type <class 'dict'> rather "
+            "than np.ndarray. Perhaps it should be marked as a meta feature? A nested feature of "
+            f"length_struct is packed without segment ids and positions: add {name!r} to "
+            "meta_features, or make each of its arrays a top-level feature."
+        )
 
 
 def check_count(owner: str, argument: str, value: Any) -> int:
@@ -70,6 +129,18 @@ def check_count(owner: str, argument: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise GrainliteValueError(
             f"{owner} {argument} must be a positive int (got {value!r}); pass an int >= 1."
+        )
+    return int(value)
+
+
+def check_max_sequences(owner: str, value: Any) -> int | None:
+    """``max_sequences_per_bin``: None, or a positive int; a ValueError with Grain's wording."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise GrainliteValueError(
+            f"{owner}: If specified, `max_sequences_per_bin` must be a positive integer, but got "
+            f"{value!r:.200}. Pass an int >= 1, or None for no limit on the sequences of a row."
         )
     return int(value)
 
@@ -86,9 +157,15 @@ def check_group_by(owner: str, feature: str | None, spec: PackSpec) -> None:
 
 
 def sequence_lengths(spec: PackSpec, element: Any) -> list[int]:
-    """The length of each packed feature of ``element``, checked against its target."""
+    """The length of each packed feature of ``element``, checked against its target.
+
+    A feature is an array whose first axis is the sequence, or a scalar (a number or a 0-d
+    array), which is a sequence of one token, as in Grain.
+    """
     try:
-        sizes = [element[name].shape[0] for name in spec.features]
+        sizes = [
+            1 if is_scalar(value) else value.shape[0] for value in column_values(spec, element)
+        ]
     except (TypeError, AttributeError, IndexError, KeyError) as error:
         raise _element_error(spec, element, error) from None
     for size, length in zip(sizes, spec.lengths):
@@ -118,11 +195,10 @@ def _element_error(spec: PackSpec, element: Any, error: Exception) -> Exception:
             f"The element has no feature {missing[0]!r} of length_struct (its keys: "
             f"{sorted(element)}); give every element each feature of length_struct."
         )
-    for name in spec.features:
-        value = element[name]
-        if not isinstance(value, np.ndarray) or value.ndim == 0:
+    for name, value in zip(spec.features, column_values(spec, element)):
+        if not isinstance(value, np.ndarray) and not is_scalar(value):
             return GrainliteTypeError(
-                f"Feature {name!r} must be a numpy array with a sequence axis (got "
+                f"Feature {name!r} must be a numpy array with a sequence axis or a scalar (got "
                 f"{type(value).__name__}: {value!r:.200}); convert it with np.asarray(...), or "
                 "list it in meta_features and leave it out of length_struct."
             )

@@ -59,6 +59,7 @@ def fill_round(
       the parent's end); and the parent's end state (None unless the parent ended).
     """
     capacities, alignments, names = spec.lengths, spec.alignments, spec.features
+    nested = bool(spec.paths)
     features = range(len(capacities))
     groups = _groups(spec)
     search = [group[0] for group in groups]  # the features compared (one per equal group)
@@ -81,9 +82,13 @@ def fill_round(
                 return placed, None, before
         element = pulled[1]
         try:
+            if nested:
+                raise TypeError  # nested features: the general lookup
             sizes = [element[name].shape[0] for name in names]
         except (TypeError, AttributeError, IndexError, KeyError):
-            sizes = packing_checks.sequence_lengths(spec, element)  # raises the helpful error
+            # scalars (one token each), or the helpful error
+            sizes = packing_checks.sequence_lengths(spec, element)
+            placed.general = True
         for size, capacity in zip(sizes, capacities):
             if size > capacity:
                 packing_checks.sequence_lengths(spec, element)  # raises the helpful error

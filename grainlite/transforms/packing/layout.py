@@ -18,10 +18,29 @@ of its values in the row, in packing order. The keys of a row are sorted.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+
+def non_sequence_meta_features(length_struct: Any, meta_features: Sequence[str]) -> list[str]:
+    """The meta features a packer carries along instead of packing: those not in ``length_struct``.
+
+    A packer's ``meta_features`` that are also keys of ``length_struct`` are packed like the other
+    features (without ``*_segment_ids`` and ``*_positions``); the others are not packed: each row
+    holds the list of their values, one per sequence in the row, in packing order. This tells
+    which is which, e.g. to build the expected rows of a test.
+
+    Args:
+      length_struct: the packer's ``{feature: target length}`` (its top-level keys count).
+      meta_features: the packer's ``meta_features``.
+
+    Returns:
+      The names of ``meta_features`` that are not keys of ``length_struct``, in their order.
+    """
+    keys = set(length_struct) if isinstance(length_struct, Mapping) else set()
+    return [name for name in meta_features if name not in keys]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,17 +53,73 @@ class PackSpec:
     padding: tuple[Any, ...]  # one padding value per feature
     sequence_metas: frozenset[str]  # packed without segment ids and positions
     other_metas: tuple[str, ...]  # meta features not in length_struct: lists per row
+    # per feature, its keys below ``features[f]`` in a nested length_struct; () when all are flat
+    paths: tuple[tuple[str, ...], ...] = ()
+    unsegmented: str | None = None  # a nested feature that is not a meta feature (an error)
 
 
 @dataclasses.dataclass
 class Round:
-    """One round's placements, in packing order: bin, per-feature offsets and lengths, number."""
+    """One round's placements, in packing order: bin, per-feature offsets and lengths, number.
+
+    ``general`` is set when some element's features are not all arrays with a sequence axis
+    (scalars): the rows are then written from :func:`as_sequence` of each value.
+    """
 
     elements: list[Mapping[str, Any]] = dataclasses.field(default_factory=list)
     bins: list[int] = dataclasses.field(default_factory=list)
     offsets: list[list[int]] = dataclasses.field(default_factory=list)
     sizes: list[list[int]] = dataclasses.field(default_factory=list)
     segment_ids: list[int] = dataclasses.field(default_factory=list)
+    general: bool = False
+
+
+def is_scalar(value: Any) -> bool:
+    """A number or a 0-d array: a packed feature of one token."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 0
+    return isinstance(value, int | float | complex | np.generic)
+
+
+def as_sequence(value: Any) -> np.ndarray:
+    """``value`` as an array with a sequence axis: a scalar becomes one token (a Python int an
+    int64 one, as in Grain)."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        return value
+    if isinstance(value, int):
+        return np.array([value], dtype=np.int64)
+    return np.asarray(value).reshape(1)
+
+
+def column_values(spec: PackSpec, element: Mapping[str, Any]) -> list[Any]:
+    """The value of each packed feature of ``element``, in ``spec.features`` order."""
+    values = [element[name] for name in spec.features]
+    for f, path in enumerate(spec.paths):
+        for key in path:
+            values[f] = values[f][key]
+    return values
+
+
+def round_buffer_bytes(spec: PackSpec, num_bins: int, element: Mapping[str, Any]) -> int:
+    """The bytes of Grain's packed buffers for one round of ``num_bins`` bins.
+
+    Per packed feature: ``num_bins`` rows of its target length in the dtype and trailing shape
+    of ``element``'s value, two int32 rows (segment ids, positions) and one int64 fill position
+    per bin. This is Grain 0.2.18's ``get_packed_batch_size_bytes``.
+    """
+    total = 0
+    for value, length in zip(column_values(spec, element), spec.lengths):
+        sequence = as_sequence(value)
+        token_bytes = sequence.itemsize * int(np.prod(sequence.shape[1:], dtype=np.int64))
+        total += num_bins * (length * (token_bytes + 8) + 8)
+    return total
+
+
+def _column_key(spec: PackSpec, f: int) -> Any:
+    """A packed feature's key among the columns: its name, or its path when nested."""
+    if spec.paths and spec.paths[f]:
+        return (spec.features[f], *spec.paths[f])
+    return spec.features[f]
 
 
 def _layout(
@@ -67,12 +142,13 @@ def _layout(
     return pieces, [size for _, size in pieces]
 
 
-def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int]:
-    """The round's packed features, each an array of rows (non-empty bins in bin order)."""
+def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[Any, Any], int]:
+    """The round's packed features, each an array of rows (non-empty bins in bin order), keyed by
+    name (a nested feature's leaves: by their path, a tuple)."""
     bins = placed.bins
     order = sorted(range(len(bins)), key=bins.__getitem__)  # stable: packing order in a bin
     num_rows = len(set(bins))
-    columns: dict[str, Any] = {}
+    columns: dict[Any, Any] = {}
     pieces_of: dict[Any, tuple[list[tuple[int, int]], list[int]]] = {}
     layouts: dict[Any, tuple[Any, Any]] = {}
     for f, name in enumerate(spec.features):
@@ -84,6 +160,10 @@ def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int
             pieces_of[key] = _layout(order, bins, offsets, sizes, length)
         pieces, piece_sizes = pieces_of[key]
         arrays = [element[name] for element in placed.elements]
+        for step in spec.paths[f] if spec.paths else ():
+            arrays = [value[step] for value in arrays]
+        if placed.general:
+            arrays = [as_sequence(value) for value in arrays]
         first = arrays[0]
         pad = np.full((length, *first.shape[1:]), spec.padding[f], dtype=first.dtype)
         flat = np.concatenate(
@@ -91,7 +171,7 @@ def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int
             dtype=first.dtype,
             casting="unsafe",
         )
-        columns[name] = flat.reshape(num_rows, length, *first.shape[1:])
+        columns[_column_key(spec, f)] = flat.reshape(num_rows, length, *first.shape[1:])
         if name in spec.sequence_metas:
             continue
         if key not in layouts:
@@ -111,8 +191,11 @@ def assemble_columns(spec: PackSpec, placed: Round) -> tuple[dict[str, Any], int
 def assemble_rows(spec: PackSpec, placed: Round) -> list[dict[str, Any]]:
     """The packed rows of one round, one per non-empty bin, in bin order."""
     columns, num_rows = assemble_columns(spec, placed)
+    nested: dict[tuple[str, ...], Any] = {
+        key: columns.pop(key) for key in list(columns) if isinstance(key, tuple)
+    }
     bins = placed.bins
-    keys = sorted([*columns, *spec.other_metas])
+    keys = sorted({*columns, *spec.other_metas, *(key[0] for key in nested)})
     rows: list[dict[str, Any]] = [{} for _ in range(num_rows)]
     row_of_bin = {b: r for r, b in enumerate(sorted(set(bins)))}
     for name in spec.other_metas:
@@ -122,5 +205,21 @@ def assemble_rows(spec: PackSpec, placed: Round) -> list[dict[str, Any]]:
         columns[name] = per_row
     for r, row in enumerate(rows):
         for key in keys:
-            row[key] = columns[key][r]
+            if key in columns:
+                row[key] = columns[key][r]
+            else:
+                row[key] = _nested_row(key, nested, r)
     return rows
+
+
+def _nested_row(name: str, nested: dict[tuple[str, ...], Any], r: int) -> dict[str, Any]:
+    """Row ``r`` of the nested feature ``name``: a dict like the element's (keys sorted)."""
+    tree: dict[str, Any] = {}
+    for path, column in nested.items():  # paths come in sorted order (make_spec sorts them)
+        if path[0] != name:
+            continue
+        inner = tree
+        for step in path[1:-1]:
+            inner = inner.setdefault(step, {})
+        inner[path[-1]] = column[r]
+    return tree
