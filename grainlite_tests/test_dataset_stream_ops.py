@@ -180,3 +180,11 @@ def test_the_element_spec_of_a_rebatch_has_its_batch_size_as_first_axis_like_gra
 
     assert spec(grain) == spec(real_grain) == ((4,), np.dtype(np.int64))
 
+
+@pytest.mark.parametrize("first_rows", [0, 4])
+def test_a_parent_batch_of_no_rows_is_a_value_error_naming_grains_text_and_the_fix(first_rows):
+    batches = [np.full((first_rows, 3), 1), np.full((0, 3), 1), np.full((4, 3), 1)]
+    ds = grain.MapDataset.source(batches).to_iter_dataset()
+    with pytest.raises(ValueError, match="starting batch size of 0 is not supported") as raised:
+        list(grain.experimental.RebatchIterDataset(ds, 3))
+    assert "leave empty batches out" in str(raised.value)
