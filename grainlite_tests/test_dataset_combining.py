@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 
 import cloudpickle
 import grain
@@ -465,3 +466,16 @@ def test_map_mix_with_a_period_too_long_to_tabulate_matches_grain(weights):
         [_iter_input(grain, k * OFFSET, 400) for k in range(len(weights))], weights
     )
     assert list(mixed) == list(theirs_mixed)
+
+
+def test_a_mix_of_endless_datasets_is_endless_and_mixes_again_as_in_grain():
+    def mixed(library_map_dataset):
+        zeros = library_map_dataset.range(0, 1).repeat()
+        ones = library_map_dataset.range(1, 2).repeat()
+        once = library_map_dataset.mix([zeros, ones], [4, 1])
+        twice = library_map_dataset.mix([once, ones], [1, 1])
+        return len(once), len(twice), [twice[i] for i in range(200)]
+
+    ours = mixed(MapDataset)
+    assert ours[:2] == (sys.maxsize, sys.maxsize)
+    assert ours == mixed(grain.MapDataset)
