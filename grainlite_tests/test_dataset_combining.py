@@ -146,8 +146,9 @@ def test_block_reads_read_each_input_with_one_block_read(combine):
             [MapDataset.range(3), MapDataset.range(0)],
             None,
             ValueError,
-            "All datasets must have positive length for mixing, but the dataset(s) at position(s) "
-            "[1] have length 0; leave empty datasets out of the mix.",
+            "All datasets must have positive length for mixing, but dataset(s) at index 1 "
+            "(RangeMapDataset(start=0, stop=0, step=1)) have length 0. Leave empty datasets out "
+            "of the mix.",
         ),
         (
             [MapDataset.range(3), MapDataset.range(3)],
@@ -479,3 +480,26 @@ def test_a_mix_of_endless_datasets_is_endless_and_mixes_again_as_in_grain():
     ours = mixed(MapDataset)
     assert ours[:2] == (sys.maxsize, sys.maxsize)
     assert ours == mixed(grain.MapDataset)
+
+
+def test_an_empty_input_of_a_mix_is_named_as_grain_names_it_and_quoted_within_bounds():
+    class Nothing(MapDataset):
+        def __len__(self):
+            return 0
+
+        def __getitem__(self, index):
+            raise IndexError(index)
+
+        def __str__(self):
+            return "Nothing" + "!" * 5000
+
+    long_name = Nothing()
+    with pytest.raises(ValueError) as raised:
+        MapDataset.mix([MapDataset.range(3), MapDataset.range(0), long_name])
+    message = str(raised.value)
+    assert message.startswith(
+        "All datasets must have positive length for mixing, but dataset(s) at index 1 "
+        "(RangeMapDataset(start=0, stop=0, step=1)), index 2 ("
+    )
+    assert len(message) < 600
+
