@@ -503,3 +503,10 @@ def test_an_empty_input_of_a_mix_is_named_as_grain_names_it_and_quoted_within_bo
     )
     assert len(message) < 600
 
+
+def test_a_mixed_map_dataset_reprs_as_grains():
+    def shown(library_map_dataset):
+        evens, odds = library_map_dataset.range(0, 10, 2), library_map_dataset.range(1, 10, 2)
+        return repr(library_map_dataset.mix([evens, odds, library_map_dataset.range(7)], [1, 2, 3]))
+
+    assert shown(MapDataset) == shown(grain.MapDataset)

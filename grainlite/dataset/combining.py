@@ -140,6 +140,13 @@ class MixedMapDataset(MapDataset):
     def __str__(self) -> str:
         return f"MixedMapDataset(proportions={list(self._selection.proportions)})"
 
+    def __repr__(self) -> str:  # Grain's repr, word for word
+        lengths = [len(parent) for parent in self._parents]
+        return (
+            f"MixedMapDataset(parent_lengths={lengths}, selection_map=SelectionWithProportionsMap("
+            f"proportions={self._selection.proportions}, length={self._length}))"
+        )
+
 
 class ConcatenateMapDataset(MapDataset):
     """``MapDataset.concatenate``: the elements of each input in turn.
