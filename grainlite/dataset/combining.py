@@ -34,12 +34,7 @@ from grainlite.dataset.mix_iter import MixedDatasetIterator, MixedIterDataset
 from grainlite.dataset.mix_selection import MixSelection, integer_proportions, mixed_length
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
-from grainlite.errors import (
-    SHOWN_CHARS,
-    GrainliteError,
-    GrainliteTypeError,
-    GrainliteValueError,
-)
+from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError, clipped
 
 __all__ = [
     "ConcatenateMapDataset",
@@ -69,14 +64,6 @@ def _check_map_datasets(datasets: Any, method: str) -> tuple[MapDataset, ...]:
                 "with IterDataset.mix)."
             )
     return tuple(datasets)
-
-
-def _named(dataset: MapDataset) -> str:
-    """``str(dataset)``, cut to the length an error message quotes."""
-    text = str(dataset)
-    if len(text) <= SHOWN_CHARS:
-        return text
-    return f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
 
 
 def _gather(which: np.ndarray, inner: np.ndarray, parents: Sequence[Any]) -> list[Any]:
@@ -116,7 +103,7 @@ class MixedMapDataset(MapDataset):
         lengths = [len(parent) for parent in parents]
         empty = [k for k, length in enumerate(lengths) if length == 0]
         if empty:
-            which = ", ".join(f"index {k} ({_named(parents[k])})" for k in empty)
+            which = ", ".join(f"index {k} ({clipped(str(parents[k]))})" for k in empty)
             raise GrainliteValueError(
                 f"All datasets must have positive length for mixing, but dataset(s) at {which} "
                 "have length 0. Leave empty datasets out of the mix."
