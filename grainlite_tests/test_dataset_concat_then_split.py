@@ -264,7 +264,7 @@ def test_a_feature_mismatch_quotes_a_huge_element_within_bounds():
     packer = ConcatThenSplitIterDataset(
         grainlite.MapDataset.source(items).to_iter_dataset(), length_struct={"inputs": 4}
     )
-    with pytest.raises(ValueError, match="^Parent element has structure ") as error:
+    with pytest.raises(ValueError, match=r"^Parent element has structure ") as error:
         list(packer)
     assert len(str(error.value)) < 1000
 

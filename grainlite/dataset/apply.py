@@ -3,10 +3,10 @@
 Each transformation becomes the node its kind calls for: a ``Map`` → ``ds.map``, a ``RandomMap``
 → ``ds.random_map`` (seeded by an upstream ``ds.seed(...)``; without one it is Grain's
 ``ValueError``), a ``MapWithIndex`` → ``ds.map_with_index``, a ``Filter`` → ``ds.filter``, a
-``Batch`` → ``ds.batch`` and a ``FlatMap`` → Grain's ``FlatMapMapDataset`` / ``FlatMapIterDataset``. Both
-grainlite's transform classes and Grain's own are recognised (by class, else by their one
-transform method); anything else, a ``TfRandomMap`` included (as in Grain; ``ds.random_map``
-takes one), is an error of Grain's type, ``NotImplementedError``.
+``Batch`` → ``ds.batch`` and a ``FlatMap`` → Grain's ``FlatMapMapDataset`` /
+``FlatMapIterDataset``. Both grainlite's transform classes and Grain's own are recognised (by
+class, else by their one transform method); anything else, a ``TfRandomMap`` included (as in
+Grain; ``ds.random_map`` takes one), is an error of Grain's type, ``NotImplementedError``.
 """
 
 from __future__ import annotations
