@@ -99,7 +99,11 @@ def shown(value: object) -> str:
 
     A checkpoint or an argument may hold megabytes; an error quotes its start and its size.
     """
-    text = repr(value)
+    return clipped(repr(value))
+
+
+def clipped(text: str) -> str:
+    """``text`` cut to the length an error message quotes (a dataset's ``str``, a structure)."""
     if len(text) <= SHOWN_CHARS:
         return text
     return f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"

@@ -112,3 +112,27 @@ def test_batch_becomes_a_batch_node_with_its_settings():
         ds = lib.MapDataset.range(6).apply(t.Batch(4, drop_remainder=True))
         assert type(ds).__name__ == "BatchMapDataset"
         assert [b.tolist() for b in ds] == [[0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize("kind", ["grainlite", "grain"])
+def test_a_tf_random_map_is_not_applied_as_in_grain_even_with_a_seed(kind):
+    base = gt.TfRandomMap if kind == "grainlite" else grain.transforms.TfRandomMap
+    plus_one = type("PlusOne", (base,), {"np_random_map": lambda self, x, rng: x + 1})()
+    for pipeline in (MapDataset.range(3).seed(1), MapDataset.range(3).seed(1).to_iter_dataset()):
+        with pytest.raises(NotImplementedError, match=r"apply takes no TfRandomMap") as raised:
+            pipeline.apply(plus_one)
+        assert "ds.random_map(transform, seed=...)" in str(raised.value)
+    with pytest.raises(NotImplementedError):
+        grain.MapDataset.range(3).seed(1).apply(plus_one)
+    assert list(MapDataset.range(3).random_map(plus_one, seed=1)) == [1, 2, 3]
+
+
+def test_a_random_map_without_a_seed_is_a_value_error_in_apply_as_in_grain():
+    def noise(self, x, rng):
+        return x + int(rng.integers(10))
+
+    with pytest.raises(ValueError, match="seed"):
+        MapDataset.range(3).apply(type("Noise", (gt.RandomMap,), {"random_map": noise})())
+    with pytest.raises(ValueError, match="requires a seed"):
+        theirs = type("Noise", (grain.transforms.RandomMap,), {"random_map": noise})()
+        grain.MapDataset.range(3).apply(theirs)

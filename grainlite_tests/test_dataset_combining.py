@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 
 import cloudpickle
 import grain
@@ -145,8 +146,9 @@ def test_block_reads_read_each_input_with_one_block_read(combine):
             [MapDataset.range(3), MapDataset.range(0)],
             None,
             ValueError,
-            "All datasets must have positive length for mixing, but the dataset(s) at position(s) "
-            "[1] have length 0; leave empty datasets out of the mix.",
+            "All datasets must have positive length for mixing, but dataset(s) at index 1 "
+            "(RangeMapDataset(start=0, stop=0, step=1)) have length 0. Leave empty datasets out "
+            "of the mix.",
         ),
         (
             [MapDataset.range(3), MapDataset.range(3)],
@@ -465,3 +467,46 @@ def test_map_mix_with_a_period_too_long_to_tabulate_matches_grain(weights):
         [_iter_input(grain, k * OFFSET, 400) for k in range(len(weights))], weights
     )
     assert list(mixed) == list(theirs_mixed)
+
+
+def test_a_mix_of_endless_datasets_is_endless_and_mixes_again_as_in_grain():
+    def mixed(library_map_dataset):
+        zeros = library_map_dataset.range(0, 1).repeat()
+        ones = library_map_dataset.range(1, 2).repeat()
+        once = library_map_dataset.mix([zeros, ones], [4, 1])
+        twice = library_map_dataset.mix([once, ones], [1, 1])
+        return len(once), len(twice), [twice[i] for i in range(200)]
+
+    ours = mixed(MapDataset)
+    assert ours[:2] == (sys.maxsize, sys.maxsize)
+    assert ours == mixed(grain.MapDataset)
+
+
+def test_an_empty_input_of_a_mix_is_named_as_grain_names_it_and_quoted_within_bounds():
+    class Nothing(MapDataset):
+        def __len__(self):
+            return 0
+
+        def __getitem__(self, index):
+            raise IndexError(index)
+
+        def __str__(self):
+            return "Nothing" + "!" * 5000
+
+    long_name = Nothing()
+    with pytest.raises(ValueError) as raised:
+        MapDataset.mix([MapDataset.range(3), MapDataset.range(0), long_name])
+    message = str(raised.value)
+    assert message.startswith(
+        "All datasets must have positive length for mixing, but dataset(s) at index 1 "
+        "(RangeMapDataset(start=0, stop=0, step=1)), index 2 ("
+    )
+    assert len(message) < 600
+
+
+def test_a_mixed_map_dataset_reprs_as_grains():
+    def shown(library_map_dataset):
+        evens, odds = library_map_dataset.range(0, 10, 2), library_map_dataset.range(1, 10, 2)
+        return repr(library_map_dataset.mix([evens, odds, library_map_dataset.range(7)], [1, 2, 3]))
+
+    assert shown(MapDataset) == shown(grain.MapDataset)

@@ -251,10 +251,22 @@ def test_a_feature_missing_from_length_struct_is_a_value_error_naming_both():
     with pytest.raises(ValueError) as error:
         list(packer)
     assert str(error.value) == (
-        "ConcatThenSplitIterDataset: the element has features ['inputs', 'targets'] but "
-        "length_struct has ['inputs']. There must be a sequence length for each feature: add the "
-        "missing ones to length_struct or drop them with a map first."
+        "Parent element has structure {'inputs': int64[2], 'targets': int64[2]} but target "
+        "sequence length is {'inputs': 4}. There must be a sequence length for each feature: "
+        "ConcatThenSplitIterDataset got an element with features ['inputs', 'targets'] where "
+        "length_struct has ['inputs']; add the missing ones to length_struct or drop them with a "
+        "map first."
     )
+
+
+def test_a_feature_mismatch_quotes_a_huge_element_within_bounds():
+    items = [{f"feature_{k}": np.arange(2) for k in range(300)}]
+    packer = ConcatThenSplitIterDataset(
+        grainlite.MapDataset.source(items).to_iter_dataset(), length_struct={"inputs": 4}
+    )
+    with pytest.raises(ValueError, match=r"^Parent element has structure ") as error:
+        list(packer)
+    assert len(str(error.value)) < 1000
 
 
 def test_a_meta_feature_longer_than_its_target_is_a_value_error():

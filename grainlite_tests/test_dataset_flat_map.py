@@ -5,6 +5,7 @@ fan-out errors."""
 from __future__ import annotations
 
 import json
+import sys
 
 import cloudpickle
 import grain
@@ -192,3 +193,10 @@ class _GrainFreeModule:
 
 
 grain_free_module = _GrainFreeModule
+
+
+def test_a_flat_map_after_an_endless_repeat_is_endless_as_in_grain():
+    ours = FlatMapMapDataset(MapDataset.range(5).repeat(), OursSplit())
+    theirs = grain.experimental.FlatMapMapDataset(grain.MapDataset.range(5).repeat(), Split())
+    assert len(ours) == len(theirs) == sys.maxsize
+    assert [ours[i] for i in range(40)] == [theirs[i] for i in range(40)]

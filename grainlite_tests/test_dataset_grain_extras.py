@@ -70,6 +70,37 @@ def test_a_cache_reads_its_parent_once_across_epochs_and_resumes_from_a_state():
     gx.assert_equal_output_after_checkpoint(gx.CacheIterDataset(_stream(6)))
 
 
+def test_a_cache_under_repeat_reads_its_parent_once_in_all_epochs():
+    calls = []
+
+    def count(x: int) -> int:
+        calls.append(x)
+        return x
+
+    ds = grain.experimental.LimitIterDataset(_stream(20).map(count), 6)
+    ds = grain.experimental.RepeatIterDataset(gx.CacheIterDataset(ds), num_epochs=3)
+    assert list(ds) == list(range(6)) * 3
+    assert calls == list(range(6))
+
+
+def test_a_state_taken_while_the_cache_filled_restores_from_the_cache_once_it_is_full():
+    calls = []
+
+    def count(x: int) -> int:
+        calls.append(x)
+        return x
+
+    it = iter(gx.CacheIterDataset(_stream(6).map(count)))
+    next(it), next(it), next(it)
+    middle = it.get_state()
+    assert middle["cache_filled"] is False
+    assert list(it) == [3, 4, 5]
+    assert it.get_state()["cache_filled"] is True
+    it.set_state(middle)
+    assert list(it) == [3, 4, 5]
+    assert calls == list(range(6))
+
+
 def test_the_element_spec_of_a_batch_follows_the_map_output_spec():
     class Parse(grain.MapTransform):
         def map(self, x: int) -> dict[str, Any]:

@@ -65,6 +65,19 @@ def test_several_files_are_interleaved_with_grains_state(rows_file, second_file)
     }
 
 
+def test_a_dataset_class_maps_file_names_to_datasets_for_interleave_as_in_grain(
+    rows_file, second_file
+):
+    def build(lib):
+        files = lib.MapDataset.source([rows_file, second_file])
+        per_file = files.map(lib.experimental.ParquetIterDataset)
+        return iter(lib.experimental.InterleaveIterDataset(per_file, cycle_length=2))
+
+    elements, _ = assert_matches_grain(build)
+    ids = [dict(element["dict"])["id"][3] for element in elements]
+    assert ids == [0, 100, 1, 101, 2, 102, 3, 103, 4, 5, 6]
+
+
 def test_nulls_read_as_grain_reads_them(tmp_path):
     path = str(tmp_path / "nulls.parquet")
     pq.write_table(pa.table({"i": [1, None, 3], "s": ["a", None, "c"]}), path, row_group_size=2)

@@ -87,3 +87,10 @@ def test_non_integer_epochs_are_type_errors():
 
 def test_to_iter_over_a_repeat_reads_every_epoch_in_order():
     assert list(MapDataset.range(3).repeat(2).to_iter_dataset()) == [0, 1, 2, 0, 1, 2]
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_repeating_an_endless_dataset_a_number_of_times_is_a_value_error_as_in_grain(epochs):
+    for library_map_dataset in (grain.MapDataset, MapDataset):
+        with pytest.raises(ValueError, match="Repeating already infinite dataset"):
+            library_map_dataset.range(3).repeat().repeat(epochs)

@@ -108,3 +108,10 @@ def test_zero_step_is_a_value_error_as_in_grain():
 def test_reading_an_empty_slice_is_zero_division():
     with pytest.raises(ZeroDivisionError):
         MapDataset.range(3)[5:][0]
+
+
+def test_slice_of_something_else_names_the_type_in_grains_words_and_quotes_a_bounded_value():
+    with pytest.raises(ValueError, match=r"^sl is not a slice: <class 'list'>; ") as raised:
+        MapDataset.range(3).slice(list(range(10_000)))
+    assert "ds[2:10:2]" in str(raised.value)
+    assert len(str(raised.value)) < 400

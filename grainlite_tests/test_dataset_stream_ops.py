@@ -166,3 +166,25 @@ def test_the_stream_nodes_together_resume_under_mp_prefetch():
     assert_dataset_resumes_at_every_step(
         lambda: iter(_stream_ops_pipeline().mp_prefetch(options)), steps=[6]
     )
+
+
+@pytest.mark.parametrize("drop_remainder", [False, True])
+def test_the_element_spec_of_a_rebatch_has_its_batch_size_as_first_axis_like_grains(
+    drop_remainder,
+):
+    def spec(lib):
+        ds = lib.MapDataset.range(10).batch(3, drop_remainder=True).to_iter_dataset()
+        rebatched = lib.experimental.RebatchIterDataset(ds, 4, drop_remainder=drop_remainder)
+        found = lib.experimental.get_element_spec(rebatched)
+        return tuple(found.shape), np.dtype(found.dtype)
+
+    assert spec(grain) == spec(real_grain) == ((4,), np.dtype(np.int64))
+
+
+@pytest.mark.parametrize("first_rows", [0, 4])
+def test_a_parent_batch_of_no_rows_is_a_value_error_naming_grains_text_and_the_fix(first_rows):
+    batches = [np.full((first_rows, 3), 1), np.full((0, 3), 1), np.full((4, 3), 1)]
+    ds = grain.MapDataset.source(batches).to_iter_dataset()
+    with pytest.raises(ValueError, match="starting batch size of 0 is not supported") as raised:
+        list(grain.experimental.RebatchIterDataset(ds, 3))
+    assert "leave empty batches out" in str(raised.value)

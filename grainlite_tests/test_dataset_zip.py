@@ -90,3 +90,11 @@ def test_zip_map_read_in_order_resumes_at_every_step():
         return iter(grain.experimental.ZipMapDataset(parents).to_iter_dataset())
 
     assert_dataset_resumes_at_every_step(make)
+
+
+def test_a_strict_zip_error_reads_exactly_as_grains_and_notes_the_fix():
+    parents = [grain.MapDataset.range(n).to_iter_dataset() for n in (2, 2, 1)]
+    with pytest.raises(ValueError) as raised:
+        list(grain.experimental.ZipIterDataset(parents))
+    assert str(raised.value) == "ZipIterDataset argument 3 is shorter than arguments 1-2"
+    assert any("strict=False" in note for note in raised.value.__notes__)

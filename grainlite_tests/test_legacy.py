@@ -211,11 +211,13 @@ def test_batch_operation_reports_elements_of_different_structures_as_type_error_
     error = _first_error("lite", [legacy.MapOperation(tuple_or_list), lite_batch])
     assert type(grain_error) is TypeError
     assert isinstance(error, TypeError) and isinstance(error, lite.GrainliteError)
-    assert str(error).startswith(
+    assert str(grain_error).startswith("Record structures do not match.")
+    assert str(error).startswith(str(grain_error) + " ")
+    assert (
         "BatchOperation cannot batch these elements: Expected all input elements to have the "
         "same structure but got: the element at position 0 has structure (int,), while the "
         "element at position 1 has structure [int]."
-    )
+    ) in str(error)
     assert str(error).endswith("(BatchOperation raises TypeError here, as Grain's does)")
 
 
@@ -422,3 +424,17 @@ def test_legacy_operations_applied_to_records_directly_drop_the_record_key():
     ]
     assert [r.data for r in kept] == [2, 4, 8]
     assert [(r.metadata.index, r.data.tolist()) for r in batched] == [(4, [2, 4, 8])]
+
+
+def test_batch_operation_quotes_records_of_other_structures_within_bounds():
+    records = [{"a": "x" * 5000}, *({"b": k} for k in range(30))]
+    with pytest.raises(TypeError) as raised:
+        wrapped = [
+            lite.Record(lite.RecordMetadata(index=i, record_key=i), r)
+            for i, r in enumerate(records)
+        ]
+        list(legacy.BatchOperation(len(records))(iter(wrapped)))
+    message = str(raised.value)
+    assert message.startswith("Record structures do not match. Record at position 0 has ")
+    assert "while records at positions [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] (and 20 more)" in message
+    assert len(message) < 2000

@@ -1,11 +1,12 @@
 """``ds.apply(transformations)``: Grain's transform objects as dataset nodes, in order.
 
 Each transformation becomes the node its kind calls for: a ``Map`` → ``ds.map``, a ``RandomMap``
-(or ``TfRandomMap``) → ``ds.random_map`` (seeded by an upstream ``ds.seed(...)``), a
-``MapWithIndex`` → ``ds.map_with_index``, a ``Filter`` → ``ds.filter``, a ``Batch`` →
-``ds.batch`` and a ``FlatMap`` → Grain's ``FlatMapMapDataset`` / ``FlatMapIterDataset``. Both
-grainlite's transform classes and Grain's own are recognised (by class, else by their one
-transform method); anything else is an error of Grain's type, ``NotImplementedError``.
+→ ``ds.random_map`` (seeded by an upstream ``ds.seed(...)``; without one it is Grain's
+``ValueError``), a ``MapWithIndex`` → ``ds.map_with_index``, a ``Filter`` → ``ds.filter``, a
+``Batch`` → ``ds.batch`` and a ``FlatMap`` → Grain's ``FlatMapMapDataset`` /
+``FlatMapIterDataset``. Both grainlite's transform classes and Grain's own are recognised (by
+class, else by their one transform method); anything else, a ``TfRandomMap`` included (as in
+Grain; ``ds.random_map`` takes one), is an error of Grain's type, ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite.dataset.base import MapDataset
-from grainlite.errors import GrainliteError
-from grainlite.transforms.base import CLASS_KINDS
+from grainlite.errors import GrainliteError, shown
+from grainlite.transforms.base import CLASS_KINDS, TfRandomMap
 from grainlite.transforms.batch import Batch
 from grainlite.transforms.kinds import METHODS
 
@@ -43,7 +44,22 @@ def _kind(transformation: Any) -> str | None:
     return None
 
 
+def _is_tf_random_map(transformation: Any) -> bool:
+    """A ``TfRandomMap`` (grainlite's, or Grain's: ``np_random_map`` and no ``random_map``)."""
+    return isinstance(transformation, TfRandomMap) or (
+        callable(getattr(transformation, "np_random_map", None))
+        and not callable(getattr(transformation, "random_map", None))
+    )
+
+
 def _apply_one(ds: Any, transformation: Any) -> Any:
+    if not isinstance(transformation, type) and _is_tf_random_map(transformation):
+        raise UnsupportedTransformationError(
+            f"Transformation type: {shown(transformation)} is not supported: apply takes no "
+            "TfRandomMap, as in Grain (its Dataset API runs none). Pass it to "
+            "ds.random_map(transform, seed=...) instead, or make it a RandomMap (the same "
+            "method, named random_map)."
+        )
     kind = _kind(transformation)
     if kind == "map":
         return ds.map(transformation)

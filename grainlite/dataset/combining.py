@@ -34,7 +34,7 @@ from grainlite.dataset.mix_iter import MixedDatasetIterator, MixedIterDataset
 from grainlite.dataset.mix_selection import MixSelection, integer_proportions, mixed_length
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
-from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError, clipped
 
 __all__ = [
     "ConcatenateMapDataset",
@@ -103,9 +103,10 @@ class MixedMapDataset(MapDataset):
         lengths = [len(parent) for parent in parents]
         empty = [k for k, length in enumerate(lengths) if length == 0]
         if empty:
+            which = ", ".join(f"index {k} ({clipped(str(parents[k]))})" for k in empty)
             raise GrainliteValueError(
-                f"All datasets must have positive length for mixing, but the dataset(s) at "
-                f"position(s) {empty} have length 0; leave empty datasets out of the mix."
+                f"All datasets must have positive length for mixing, but dataset(s) at {which} "
+                "have length 0. Leave empty datasets out of the mix."
             )
         self._selection = MixSelection(integer_proportions(weights, len(parents)))
         self._length = mixed_length(lengths, self._selection.proportions)
@@ -125,6 +126,13 @@ class MixedMapDataset(MapDataset):
 
     def __str__(self) -> str:
         return f"MixedMapDataset(proportions={list(self._selection.proportions)})"
+
+    def __repr__(self) -> str:  # Grain's repr, word for word
+        lengths = [len(parent) for parent in self._parents]
+        return (
+            f"MixedMapDataset(parent_lengths={lengths}, selection_map=SelectionWithProportionsMap("
+            f"proportions={self._selection.proportions}, length={self._length}))"
+        )
 
 
 class ConcatenateMapDataset(MapDataset):

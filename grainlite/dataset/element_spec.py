@@ -9,7 +9,8 @@ its parent's spec by Grain's rules:
   ``output_spec(input_spec)`` and raise ``ValueError`` when it has none;
 * ``batch`` adds a first axis (``batch_size`` with ``drop_remainder=True``, else ``None``), or
   calls a custom ``batch_fn``'s ``output_spec(input_spec, batch_size, drop_remainder)``;
-* ``RebatchIterDataset`` replaces the first axis the same way;
+* ``RebatchIterDataset`` replaces the first axis with its ``batch_size``, with or without
+  ``drop_remainder`` (as Grain does: only the last batch can be shorter);
 * ``zip`` gives the tuple of its parents' specs; ``mix``, ``concatenate`` and selection give
   the first parent's;
 * the nodes that only reorder, repeat, cut, prefetch, cache or filter give their parent's.
@@ -149,7 +150,7 @@ def get_element_spec(ds: Any) -> Any:
     if kind in _BATCHES:
         return _batch_spec(ds)
     if kind == "RebatchIterDataset":  # the parent's batches with a new first axis
-        axis = ds._batch_size if ds._drop_remainder else None
+        axis = ds._batch_size
         return _map_leaves(
             lambda s: ShapeDtypeStruct(shape=(axis, *tuple(s.shape)[1:]), dtype=s.dtype),
             get_element_spec(ds.parents[0]),

@@ -5,7 +5,8 @@ The transform is a ``FlatMapTransform`` (grainlite's or Grain's ``FlatMap``), wh
 0.2.18:
 
 * ``FlatMapMapDataset(parent, transform)`` reserves ``transform.max_fan_out`` slots per parent
-  element, so ``len = len(parent) * max_fan_out``. Slot ``i`` holds piece ``i % max_fan_out`` of
+  element, so ``len = len(parent) * max_fan_out``, at most ``sys.maxsize`` (Grain's "endless",
+  the length after an endless ``repeat()``). Slot ``i`` holds piece ``i % max_fan_out`` of
   parent element ``i // max_fan_out``, or ``None`` when that element has fewer pieces (holes,
   which ``to_iter_dataset`` skips and ``MapDataset.batch`` refuses). An element with more pieces
   than ``max_fan_out`` is a ValueError; a transform without ``max_fan_out`` is an
@@ -22,6 +23,7 @@ A block of slots calls ``flat_map`` once per parent element, not once per slot.
 from __future__ import annotations
 
 import builtins
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,7 +82,7 @@ class FlatMapMapDataset(MapDataset):
         self._fan_out = _max_fan_out(transform)
 
     def __len__(self) -> int:
-        return len(self._parent) * self._fan_out
+        return min(sys.maxsize, len(self._parent) * self._fan_out)
 
     def _pieces(self, element: Any) -> list[Any]:
         pieces = list(self._flat_map(element))

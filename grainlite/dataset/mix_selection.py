@@ -15,7 +15,8 @@ rules, learned by running Grain 0.2.18 and checked against it by the tests:
   offsets of ``k`` come before it in the period, the element is ``datasets[k][period * n_k + c]``.
 * A mixed ``MapDataset`` has ``int(min_k(len_k / (n_k / P)))`` elements, in float arithmetic
   (which sometimes lands one below the exact quotient, as Grain's does): it ends about when the
-  first input would be read past its end at its own rate.
+  first input would be read past its end at its own rate. It is at most ``sys.maxsize``
+  (Grain's "endless"), so a mix of endless inputs is endless.
 
 One period is tabulated once (up to :data:`_MAX_TABLE` offsets), after which a position costs a
 divmod and two table reads; a whole index array is resolved with numpy in one go.
@@ -24,6 +25,7 @@ divmod and two table reads; a whole index array is resolved with numpy in one go
 from __future__ import annotations
 
 import numbers
+import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -68,9 +70,11 @@ def integer_proportions(weights: Sequence[Any] | None, count: int) -> tuple[int,
 
 
 def mixed_length(lengths: Sequence[int], proportions: Sequence[int]) -> int:
-    """The length of a mixed ``MapDataset``: ``int(min_k(len_k / (n_k / P)))`` in floats."""
+    """The length of a mixed ``MapDataset``: ``int(min_k(len_k / (n_k / P)))`` in floats, at most
+    ``sys.maxsize``."""
     period = sum(proportions)
-    return int(min(length / (share / period) for length, share in zip(lengths, proportions)))
+    quotient = min(length / (share / period) for length, share in zip(lengths, proportions))
+    return sys.maxsize if quotient >= sys.maxsize else int(quotient)
 
 
 def _locate_offsets(offsets: np.ndarray, proportions: Sequence[int]) -> tuple[Any, Any]:

@@ -30,7 +30,8 @@ class RepeatMapDataset(MapDataset):
       reseed_each_epoch: whether epochs after the first differ (new shuffle, new random numbers).
 
     Raises:
-      ValueError: ``num_epochs`` is not positive, or ``parent`` is already endless (Grain's rule).
+      ValueError: ``num_epochs`` is not positive, or ``parent`` is already endless, whatever
+        ``num_epochs`` (Grain's rule).
       TypeError: ``num_epochs`` is not an int.
     """
 
@@ -54,7 +55,7 @@ class RepeatMapDataset(MapDataset):
                     f"num_epochs must be positive, but got {num_epochs}; pass num_epochs >= 1, "
                     "or None to repeat endlessly."
                 )
-        elif len(parent) >= sys.maxsize:
+        if len(parent) >= sys.maxsize:  # Grain refuses it for any num_epochs
             raise GrainliteValueError(
                 f"Repeating already infinite dataset {parent} does nothing: its length is "
                 "sys.maxsize (endless); drop this repeat(), or give the repeat below it a "

@@ -25,7 +25,7 @@ from grainlite.dataset.base import MapDataset, map_lineage
 from grainlite.dataset.shuffle import ShuffleMapDataset
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
-from grainlite.errors import GrainliteValueError
+from grainlite.errors import GrainliteValueError, shown
 
 _INT64_SAFE = 2**62
 
@@ -49,8 +49,9 @@ class SliceMapDataset(MapDataset):
     def __init__(self, parent: MapDataset, sl: builtins.slice) -> None:
         if not isinstance(sl, builtins.slice):
             raise GrainliteValueError(
-                f"slice(sl) needs a Python slice (got {sl!r} of type {type(sl).__name__}); pass "
-                "e.g. ds.slice(slice(2, 10, 2)), or index with ds[2:10:2]."
+                f"sl is not a slice: {type(sl)}; slice(sl) needs a Python slice (got "
+                f"{shown(sl)} of type {type(sl).__name__}); pass e.g. ds.slice(slice(2, 10, 2)), "
+                "or index with ds[2:10:2]."
             )
         super().__init__(parent)
         self._slice = sl

@@ -57,7 +57,13 @@ def transform_function(transform: Any, kind: str) -> Callable[..., Any]:
 
 
 def _is_transform_class(cls: type) -> bool:
-    """A transform class passed where its instance belongs (``ds.map(MyMap)``)."""
+    """A transform class passed where its instance belongs (``ds.map(MyMap)``).
+
+    A dataset class is not one: its ``map`` / ``filter`` are dataset methods, and the class
+    itself is a function of the element (``files.map(ParquetIterDataset)``, as in Grain).
+    """
+    if issubclass(cls, MapDataset | IterDataset):
+        return False
     return any(
         callable(getattr(cls, name, None)) for kind in _SIGNATURES for name in methods_of(kind)
     )

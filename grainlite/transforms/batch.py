@@ -36,7 +36,7 @@ _PYTHON_SCALAR_DTYPES: dict[type, np.dtype | None] = {
 }
 _add_batch_axis = operator.itemgetter(np.newaxis)  # x[np.newaxis], the step np.stack takes
 _get_shape = operator.attrgetter("shape")
-_MAX_LISTED_POSITIONS = 10
+MAX_LISTED_POSITIONS = 10  # how many mismatched positions an error message lists
 
 
 def validate_batch_size(batch_size: Any) -> int:
@@ -200,12 +200,17 @@ def _shape_mismatch(leaves: list[Any], error: ValueError) -> StructureMismatch:
     return StructureMismatch(None, (), f"numpy could not stack them ({error})")
 
 
-def _mismatch_message(values: list[Any], mismatch: StructureMismatch) -> str:
+def structure_outliers(values: Sequence[Any]) -> list[int]:
+    """The positions of the values whose tree structure differs from that of ``values[0]``."""
     keys = [describe(value, dtypes=False) for value in values]
-    odd = [position for position, key in enumerate(keys) if key != keys[0]]
+    return [position for position, key in enumerate(keys) if key != keys[0]]
+
+
+def _mismatch_message(values: list[Any], mismatch: StructureMismatch) -> str:
+    odd = structure_outliers(values)
     head = "Expected all input elements to have the same structure but got: "
     if odd:
-        listed = odd[:_MAX_LISTED_POSITIONS]
+        listed = odd[:MAX_LISTED_POSITIONS]
         more = f" (and {len(odd) - len(listed)} more)" if len(odd) > len(listed) else ""
         if len(odd) == 1:
             others = f"the element at position {odd[0]} has structure {describe(values[odd[0]])}"

@@ -38,9 +38,15 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
 from grainlite.sampling.records import Record
-from grainlite.transforms.batch import Allocator, make_batch, validate_batch_size
+from grainlite.transforms.batch import (
+    MAX_LISTED_POSITIONS,
+    Allocator,
+    make_batch,
+    structure_outliers,
+    validate_batch_size,
+)
 from grainlite.tree import StructureMismatch
 
 _IN = TypeVar("_IN")
@@ -185,7 +191,7 @@ class BatchOperation(Generic[_IN, _OUT]):
     last partial batch kept unless ``drop_remainder``, and written straight into shared memory
     when it is the last operation of a worker pipeline with the default ``batch_fn``. Unlike
     ``Batch``, elements of different structures raise ``TypeError`` (Grain's type for this
-    class).
+    class) whose message starts with Grain's "Record structures do not match. ...".
 
     Attributes:
       batch_size: elements per batch; a positive int.
@@ -233,9 +239,25 @@ def stack_or_type_error(values: list[Any], allocate: Allocator | None = None) ->
         if not isinstance(error.__cause__, StructureMismatch):
             raise
         raise GrainliteTypeError(
-            f"BatchOperation cannot batch these elements: {error} (BatchOperation raises "
-            f"TypeError here, as Grain's does)"
+            f"{_grains_words(values)}BatchOperation cannot batch these elements: {error} "
+            "(BatchOperation raises TypeError here, as Grain's does)"
         ) from error.__cause__
+
+
+def _grains_words(values: list[Any]) -> str:
+    """Grain's sentence for records of different tree structures (code matches on it), quoting
+    each record within bounds; empty when only the leaves' shapes differ."""
+    odd = structure_outliers(values)
+    if not odd:
+        return ""
+    listed = odd[:MAX_LISTED_POSITIONS]
+    more = f" (and {len(odd) - len(listed)} more)" if len(odd) > len(listed) else ""
+    structures = ", ".join(shown(values[position]) for position in listed)
+    return (
+        f"Record structures do not match. Record at position 0 has structure "
+        f"{shown(values[0])}, while records at positions {listed}{more} have structures "
+        f"[{structures}]. "
+    )
 
 
 _KINDS: dict[type, str] = {

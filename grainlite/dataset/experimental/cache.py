@@ -6,9 +6,13 @@ dataset; iterators made afterwards (the next epoch of a ``RepeatIterDataset``, a
 fit in memory and cost more to make than to keep.
 
 The state is Grain's: ``{"parent": <the parent's state>, "position": <elements given>,
-"cache_filled": <whether the elements came from the cache>}``. A state with ``cache_filled``
-restored where the cache is empty (a new process) reads the parent again from the start, skips
-``position`` elements and fills the cache on the way.
+"cache_filled": <whether the elements come from the cache>}``; the iterator that fills the cache
+takes its elements from the cache once the parent has ended. Any state restored where the cache
+is full gives the cached elements from ``position`` on, without reading the parent: the next
+epoch of a ``RepeatIterDataset`` (which restores the first state) reads the parent once in all,
+as in Grain. A state with ``cache_filled`` restored where the cache is empty (a new process)
+reads the parent again from the start, skips ``position`` elements and fills the cache on the
+way.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ class CacheDatasetIterator(DatasetIterator):
             if self._recording is not None and self._dataset._cache is None:
                 self._dataset._cache = self._recording
             self._recording = None
+            if self._dataset._cache is not None:  # from now on states and restores use it
+                self._close_parent()
             raise
         self._parent_state = self._parent_it.get_state()
         if self._recording is not None:
@@ -91,7 +97,7 @@ class CacheDatasetIterator(DatasetIterator):
             )
         position = int(state["position"])
         self._parent_state = state["parent"]
-        if state["cache_filled"] and self._dataset._cache is not None:
+        if self._dataset._cache is not None:  # the cache holds what the parent would give
             self._close_parent()
             self._position = position
             return

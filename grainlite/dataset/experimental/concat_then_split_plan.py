@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.errors import GrainliteValueError
+from grainlite.errors import GrainliteValueError, clipped
+from grainlite.tree import describe
 
 
 @dataclasses.dataclass(slots=True)
@@ -85,10 +86,13 @@ def as_sequences(config: Config, element: Any) -> list[np.ndarray]:
         element.keys() != config.names
     ):
         structure = sorted(element) if isinstance(element, Mapping) else type(element).__name__
+        targets = dict(zip(config.features, config.lengths, strict=True))
         raise GrainliteValueError(
-            f"ConcatThenSplitIterDataset: the element has features {structure} but "
-            f"length_struct has {list(config.features)}. There must be a sequence length for "
-            "each feature: add the missing ones to length_struct or drop them with a map first."
+            f"Parent element has structure {clipped(describe(element))} but target sequence length "
+            f"is {clipped(repr(targets))}. There must be a sequence length for each feature: "
+            f"ConcatThenSplitIterDataset got an element with features {clipped(repr(structure))} "
+            f"where length_struct has {clipped(repr(list(config.features)))}; add the missing ones "
+            "to length_struct or drop them with a map first."
         )
     arrays = [element[name] for name in config.features]
     for f, value in enumerate(arrays):

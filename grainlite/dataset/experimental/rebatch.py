@@ -2,7 +2,8 @@
 
 ``RebatchIterDataset(parent, batch_size, drop_remainder=False)`` takes a stream of batches (trees of
 arrays with one leading dimension) and yields batches of ``batch_size`` rows, cut from and joined
-across the parent's batches, in order; the last one is short unless ``drop_remainder``. Its state,
+across the parent's batches, in order; the last one is short unless ``drop_remainder``. A parent
+batch of 0 rows is a ValueError (Grain's too). Its state,
 as in Grain 0.2.18 (learned by running it), is ``{"parent": <the parent's state before the batch
 now being cut>, "batch_idx": <rows of that batch already used>}``: the parent's state is taken
 before each read of the parent, and ``batch_idx`` starts again at 0 only when a read returns a
@@ -72,7 +73,14 @@ def _rows(batch: Any) -> int:
             f"parent, got an element whose leaf is {first!r} of type {type(first).__name__}; "
             "batch the stream first (ds.batch(n)) or use ds.batch instead of rebatching."
         )
-    return int(shape[0])
+    rows = int(shape[0])
+    if rows == 0:
+        raise GrainliteValueError(
+            "Rebatching with starting batch size of 0 is not supported: RebatchIterDataset got a "
+            "parent batch of 0 rows and cannot learn the shapes to cut from it; leave empty "
+            "batches out before rebatching (ds.filter(lambda b: len(<a leaf>) > 0))."
+        )
+    return rows
 
 
 def _cut(batch: Any, start: int, stop: int) -> Any:

@@ -4,7 +4,8 @@ As in Grain 0.2.18 (learned by running it): element ``i`` is the tuple of each p
 ``i``. ``ZipMapDataset`` needs parents of one length (ValueError otherwise). ``ZipIterDataset``
 stops with its shortest parent; with ``strict=True`` (the default) a parent that ends before or
 after the others is a ValueError, raised as Python's ``zip(..., strict=True)`` raises it
-("ZipIterDataset argument 2 is longer than argument 1"). The iterator's state is
+("ZipIterDataset argument 2 is longer than argument 1", Grain's text word for word; the fix is
+in a note on the error). The iterator's state is
 ``{"parents": [state of each parent]}``.
 """
 
@@ -92,11 +93,13 @@ class ZipDatasetIterator(DatasetIterator):
             message = str(error)
             if not message.startswith("zip() argument"):
                 raise  # a parent's own error
-            raise GrainliteValueError(
-                f"{message.replace('zip()', 'ZipIterDataset', 1)}; the zipped streams must have "
-                "one length with strict=True: pass ZipIterDataset(..., strict=False) to stop at "
-                "the shortest."
-            ) from None
+            # The message is Grain's own, word for word (code matches on it); the fix is a note.
+            mismatch = GrainliteValueError(message.replace("zip()", "ZipIterDataset", 1))
+            mismatch.add_note(
+                "grainlite: the zipped streams must have one length with strict=True; pass "
+                "ZipIterDataset(..., strict=False) to stop at the shortest."
+            )
+            raise mismatch from None
 
     def get_state(self) -> dict[str, Any]:
         """``{"parents": [each parent's state]}``."""
