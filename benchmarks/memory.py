@@ -14,7 +14,8 @@ of the whole tree is highest it prints, for every process:
 ``--imports`` instead starts one fresh interpreter the way a worker starts
 (``python -m grainlite.engine.child``'s imports, then the pickled pipeline of the configuration)
 and prints its PSS after each step, then the cost of each top-level package it imported
-(imported one by one, in first-import order, in another fresh interpreter).
+(imported one by one, in first-import order, in another fresh interpreter: a package's cost
+includes what it imports that no earlier one did).
 
 PSS is what the benchmark reports (``peak_pss_mb``): a page shared by k processes counts 1/k in
 each, so the sum over the tree counts every page once.
@@ -142,7 +143,7 @@ def _config(workload: str, name: str) -> Config:
 def tree_breakdown(
     workload_name: str, config: Config, data: Path, records: int, interval: float
 ) -> dict[str, Any]:
-    """Runs the configuration like :func:`benchmarks.measure.measure` and returns the peak sample."""
+    """Runs the configuration as :func:`benchmarks.measure.measure` does; the peak sample."""
     from benchmarks.measure import _build
 
     workload = WORKLOADS[workload_name]
@@ -192,7 +193,8 @@ def print_tree(result: dict[str, Any]) -> None:
         )
     print(
         f"| **tree** | {totals['Pss'] / MB:.1f} | {totals['Pss_Anon'] / MB:.1f} "
-        f"| {totals['Pss_File'] / MB:.1f} | {totals['Pss_Shmem'] / MB:.1f} | | {totals['Rss'] / MB:.1f} |"
+        f"| {totals['Pss_File'] / MB:.1f} | {totals['Pss_Shmem'] / MB:.1f} | "
+        f"| {totals['Rss'] / MB:.1f} |"
     )
 
 
@@ -233,7 +235,7 @@ def _pipeline_blob(workload_name: str, config: Config, data: Path, records: int)
     """What the parent sends a worker for this configuration (the pickled pipeline)."""
     from benchmarks.measure import _build
 
-    source, run = _build(WORKLOADS[workload_name], config, data, 0)
+    _source, run = _build(WORKLOADS[workload_name], config, data, 0)
     iterator = run.iterate()
     blob = iterator._pipeline.pickled()  # both APIs' iterators keep the pipeline they send
     run.close()
@@ -289,8 +291,11 @@ def print_imports(result: dict[str, Any]) -> None:
             f"| {fields['Pss_File'] / KB:.1f} | {modules} |"
         )
     print("\nTop-level packages, imported one by one in a fresh interpreter (anon + file PSS):")
-    for name, cost in sorted(result["packages"], key=lambda item: -item[1]):
+    costs = sorted(result["packages"], key=lambda item: -item[1])
+    for name, cost in costs[:12]:
         print(f"  {name:32s} {cost / KB:7.1f} MB")
+    rest = sum(cost for _, cost in costs[12:] if cost > 0)
+    print(f"  {len(costs) - 12} others together {rest / KB:7.1f} MB")
 
 
 def main(argv: list[str] | None = None) -> int:
