@@ -243,3 +243,31 @@ def test_the_worker_loop_probe_times_each_kind_of_worker(tmp_path, api, batches)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["ms_per_batch"] > 0 and result["page_faults"] >= 0
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("config", ["grainlite-w2", "grainlite-ds-w2"])
+def test_the_memory_breakdown_splits_the_peak_by_process_and_a_workers_start_up_by_step(
+    tmp_path, config
+):
+    from benchmarks.datagen import ensure_data
+
+    records = WORKLOADS["images"].quick_records
+    data = ensure_data(tmp_path, WORKLOADS["images"], records, 0)
+    command = [sys.executable, "-m", "benchmarks.memory", "--config", config, "--data", str(data),
+               "--records", str(records)]  # fmt: skip
+    tree, steps = tmp_path / "tree.json", tmp_path / "steps.json"
+    for extra, out in (([], tree), (["--imports"], steps)):
+        done = subprocess.run(
+            [*command, *extra, "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+            timeout=150,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    peak = json.loads(tree.read_text())
+    roles = sorted(row["role"] for row in peak["peak"])
+    assert roles == ["parent", "worker", "worker"]
+    assert peak["records"] == records
+    assert peak["peak_pss_mb"] * 1024 * 1024 == sum(row["Pss"] for row in peak["peak"])
+    assert all(row["Pss_Shmem"] > 0 and row["shm_maps"] >= 1 for row in peak["peak"][1:])
+    names = [name for name, _, _ in json.loads(steps.read_text())["steps"]]
+    assert names == ["interpreter", "import grainlite.engine.child", "unpickle the pipeline"]

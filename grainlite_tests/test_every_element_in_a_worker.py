@@ -3,7 +3,8 @@
 A transform records the process it ran in and what it saw of the accelerator variables; the
 training process sets them to values the workers must never see. The first element of every
 iterator, the first after a ``set_state`` (on live workers and on a new iterator) and every other
-element must come from a worker.
+element must come from a worker, for the DataLoader and for ``mp_prefetch`` (with and without
+``start_prefetch()``).
 """
 
 from __future__ import annotations
@@ -115,3 +116,67 @@ def test_an_mp_prefetch_iterator_starts_its_workers_at_start_prefetch(parent_wit
     assert sorted(record for record, *_ in made) == list(range(12))
     _check_made_in_workers(made)
     assert {pid for _, pid, _, _ in made} == set(pids)
+
+
+def _prefetched(workers: int) -> grain.IterDataset:
+    return (
+        grain.MapDataset.range(12)
+        .map(WhereMade())
+        .to_iter_dataset()
+        .mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
+    )
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_every_element_of_an_mp_prefetch_epoch_is_made_in_a_worker_without_start_prefetch(
+    workers, parent_with_an_accelerator
+):
+    iterator = iter(_prefetched(workers))
+    try:
+        made = list(iterator)
+    finally:
+        iterator.close()
+    assert sorted(record for record, *_ in made) == list(range(12))
+    _check_made_in_workers(made)
+    assert len({pid for _, pid, _, _ in made}) == workers
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_the_first_mp_prefetch_element_after_a_set_state_is_made_in_a_worker(
+    workers, parent_with_an_accelerator
+):
+    dataset = _prefetched(workers)
+    iterator = iter(dataset)
+    try:
+        made = [next(iterator) for _ in range(5)]
+        state = iterator.get_state()
+        iterator.set_state(state)  # the running workers move
+        made.append(next(iterator))
+        iterator.set_state(state)
+        rest = list(iterator)
+    finally:
+        iterator.close()
+    restored = iter(dataset)  # a new iterator restored before its first element
+    try:
+        restored.set_state(state)
+        first_restored = next(restored)
+    finally:
+        restored.close()
+    _check_made_in_workers([*made, *rest, first_restored])
+    assert made[5][0] == rest[0][0] == first_restored[0]
+    assert sorted(record for record, *_ in made[:5] + rest) == list(range(12))
+
+
+def test_the_first_element_of_each_of_many_mp_prefetch_iterators_is_made_in_a_worker(
+    parent_with_an_accelerator,
+):
+    dataset = _prefetched(2)
+    firsts = []
+    for _ in range(4):
+        iterator = iter(dataset)
+        try:
+            firsts.append(next(iterator))
+        finally:
+            iterator.close()
+    _check_made_in_workers(firsts)
+    assert [record for record, *_ in firsts] == [firsts[0][0]] * 4

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from grainlite.engine import transport
 from grainlite.engine.channel import Channel
 from grainlite.engine.failures import FailedElement
+from grainlite.engine.malloc import limit_arenas
 from grainlite.engine.pipeline import WorkerPipeline
 from grainlite.engine.protocol import (
     REPORT_EVERY_S,
@@ -237,6 +238,7 @@ def main() -> None:
     The parent's pid comes from the parent: read here with ``os.getppid()``, a parent that died
     while this interpreter started would already read as pid 1, and the worker would never see
     it go."""
+    limit_arenas()  # before any thread starts (see grainlite.engine.malloc)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # The parent sends SIGUSR1 when this worker is silent for long: print every thread's stack.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
