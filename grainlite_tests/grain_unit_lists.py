@@ -111,7 +111,6 @@ KNOWN_FAILING: dict[str, str] = {
     "dataset_test::ApplyTransformationsTest::test_unsupported_transform": "random_map inside apply without a seed (Grain allows it)",
     "flatmap_test::FlatMapMapDatasetTest::test_flatmap_ds_length_after_repeat": "FlatMap length after an infinite repeat: OverflowError",
     "mix_test::MixedMapDatasetTest::test_mix_infinite_datasets": "mix of infinite datasets: OverflowError",
-    "mix_test::MixedIterDatasetTest::test_checkpoint_recovery_with_*": "restoring a mix state into more, fewer or other datasets",
     "mix_test::MixedMapDatasetTest::test_mixing_zero_length_dataset_fails_with_error": "error text: 'All datasets must have positive length for mixing'",
     "mix_test::MixedMapDatasetTest::test_repr": "str() of a MixedMapDataset differs from Grain's",
     "operations_test::OperationsTest::test_batch_dicts_different_keys": "error text: 'Record structures do not match'",
