@@ -43,8 +43,9 @@ def _check_buffer_size(size: Any) -> int:
         ) from None
     if value < 0:
         raise GrainliteValueError(
-            f"ThreadPrefetch prefetch_buffer_size must be >= 0 (got {value}); pass 0 to read in "
-            "the consuming thread or a positive number of elements to read ahead."
+            f"ThreadPrefetch `prefetch_buffer_size` must be greater than or equal to 0 (got "
+            f"{value}); pass 0 to read in the consuming thread or a positive number of elements "
+            "to read ahead."
         )
     return value
 
