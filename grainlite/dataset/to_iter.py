@@ -277,6 +277,14 @@ class PrefetchDatasetIterator(DatasetIterator):
         """``{"next_index": N}``: the index of the next element to read (holes included)."""
         return {"next_index": self._base + self._pos}
 
+    def _get_next_index(self) -> int:
+        """Grain's next index: the index of the next element to read (holes included)."""
+        return self._base + self._pos
+
+    def _set_next_index(self, index: int) -> None:
+        """Moves to ``index``, which must be in ``[0, len(dataset)]`` (reads nothing)."""
+        self.set_state({"next_index": index})
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Moves to ``state["next_index"]``, which must be in ``[0, len(dataset)]``."""
         next_index = self.check_state(state)
