@@ -186,3 +186,17 @@ def test_the_next_index_through_a_thread_prefetch_is_the_parents_at_the_last_ele
         assert grain.experimental.get_next_index(iterator) == 15
         assert next(iterator).tolist() == [30, 31]
         assert iterator.get_state() == {"next_index": 32}
+
+
+class _Counting(grain.IterDataset):
+    """An IterDataset source of its own: nothing below it to share between threads."""
+
+    def __iter__(self) -> grain.DatasetIterator:
+        return grain.experimental.ThreadPrefetchDatasetIterator(_CountUpTo(5), 0)
+
+
+def test_multithread_prefetch_refuses_several_threads_over_an_iter_source_as_grain_does():
+    with pytest.raises(ValueError, match=r"Cannot slice `IterDataset` source: .*num_threads=1"):
+        grain.experimental.multithread_prefetch(_Counting().map(str), num_threads=2, buffer_size=1)
+    one = grain.experimental.multithread_prefetch(_Counting().map(str), 1, buffer_size=1)
+    assert list(one) == ["1", "2", "3", "4", "5"]

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.next_index import get_next_index, set_next_index
+from grainlite.dataset.worker_slicing import check_sliceable
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 
 # How long a blocked producer waits before it looks at its stop flag again.
@@ -246,7 +247,9 @@ def multithread_prefetch(
     in their order, with ``ds``'s states, read ahead by a :class:`ThreadPrefetchIterDataset` of
     ``num_threads * buffer_size`` elements (one read-ahead thread: Grain splits ``ds`` into
     ``num_threads`` slices read by as many threads, which gives the same order).
-    ``sequential_slice`` is accepted for Grain's signature.
+    ``sequential_slice`` is accepted for Grain's signature (the order stays that of ``ds``).
+    As in Grain, ``num_threads > 1`` over a pipeline with an ``IterDataset`` source of its own
+    (no ``MapDataset`` below it to share out) is a ``ValueError``.
     """
     threads = operator.index(num_threads)
     if threads < 0:
@@ -256,4 +259,13 @@ def multithread_prefetch(
     if threads == 0:
         return ds
     size = _check_buffer_size(buffer_size)
+    try:  # Grain's rule: several threads need a MapDataset to share out
+        check_sliceable(ds, threads)
+    except GrainliteValueError:
+        raise GrainliteValueError(
+            f"Cannot slice `IterDataset` source: multithread_prefetch(num_threads={threads}) "
+            "shares the elements of a MapDataset between its threads, and this pipeline has an "
+            "IterDataset source of its own. Build it from a MapDataset "
+            "(MapDataset.source(...).to_iter_dataset()), or pass num_threads=1."
+        ) from None
     return ThreadPrefetchIterDataset(ds, prefetch_buffer_size=threads * size)
