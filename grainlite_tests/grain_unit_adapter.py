@@ -500,10 +500,13 @@ def pytest_pycollect_makemodule(module_path: Path, parent: Any) -> Any:
     return GrainTestModule.from_parent(parent, path=module_path)
 
 
+SLOW_TIMEOUT_S = 300  # for the tests in grain_unit_lists.SLOW; every other test has 60 s
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     import pytest
 
-    from grainlite_tests.grain_unit_lists import KNOWN_FAILING, LEFT_OUT
+    from grainlite_tests.grain_unit_lists import KNOWN_FAILING, LEFT_OUT, SLOW
 
     kept, dropped = [], []
     for item in items:
@@ -514,6 +517,9 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
         reason = _left_out_reason(item.nodeid, KNOWN_FAILING)
         if reason is not None:
             item.add_marker(pytest.mark.xfail(reason=f"known failing: {reason}", strict=False))
+        slow = _left_out_reason(item.nodeid, SLOW)
+        if slow is not None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

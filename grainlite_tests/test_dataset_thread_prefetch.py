@@ -119,8 +119,84 @@ def test_a_zero_buffer_reads_in_the_consuming_thread():
         assert _prefetch_threads() == before
 
 
-def test_a_negative_buffer_size_is_a_value_error():
-    with pytest.raises(ValueError, match=r"prefetch_buffer_size must be >= 0 \(got -1\)"):
+def test_a_negative_buffer_size_is_a_value_error_in_grains_words():
+    with pytest.raises(
+        ValueError, match=r"`prefetch_buffer_size` must be greater than or equal to 0 \(got -1\)"
+    ):
         grain.experimental.ThreadPrefetchIterDataset(
             grain.MapDataset.range(5).to_iter_dataset(), prefetch_buffer_size=-1
         )
+
+
+class _CountUpTo:
+    """A plain iterator (not a DatasetIterator) with Grain's get_state / set_state."""
+
+    def __init__(self, stop: int) -> None:
+        self.count, self.stop = 0, stop
+
+    def __iter__(self) -> _CountUpTo:
+        return self
+
+    def __next__(self) -> int:
+        if self.count >= self.stop:
+            raise StopIteration
+        self.count += 1
+        return self.count
+
+    def get_state(self) -> dict[str, int]:
+        return {"count": self.count}
+
+    def set_state(self, state: dict[str, int]) -> None:
+        self.count = min(state["count"], self.stop)  # clamps a position past the end
+
+
+def test_a_plain_iterator_with_states_is_read_ahead_whole_and_resumes_from_a_checkpoint():
+    source = _CountUpTo(10)
+    iterator = grain.experimental.ThreadPrefetchDatasetIterator(source, prefetch_buffer_size=4)
+    first = [next(iterator) for _ in range(5)]
+    checkpoint = iterator.get_state()
+    assert checkpoint == {"count": 5}
+    assert first + list(iterator) == list(range(1, 11))
+    iterator.set_state(checkpoint)
+    assert list(iterator) == list(range(6, 11))
+    iterator.close()
+
+
+def test_after_set_state_the_state_is_the_one_the_parent_keeps():
+    iterator = grain.experimental.ThreadPrefetchDatasetIterator(_CountUpTo(10), 3)
+    iterator.set_state({"count": 99})
+    assert iterator.get_state() == {"count": 10}
+    assert list(iterator) == []
+    iterator.close()
+
+
+@pytest.mark.parametrize("buffer_size", [0, 4])
+def test_the_next_index_through_a_thread_prefetch_is_the_parents_at_the_last_element_given(
+    buffer_size,
+):
+    batches = grain.MapDataset.range(40).to_iter_dataset().batch(2)
+    ds = grain.experimental.ThreadPrefetchIterDataset(batches, prefetch_buffer_size=buffer_size)
+    with iter(ds) as iterator:
+        for expected in range(3):
+            assert grain.experimental.get_next_index(iterator) == expected
+            assert next(iterator).tolist() == [2 * expected, 2 * expected + 1]
+        assert grain.experimental.get_next_index(iterator) == 3  # 3 batches, 6 elements
+        assert next(iterator).tolist() == [6, 7]
+        grain.experimental.set_next_index(iterator, 15)
+        assert grain.experimental.get_next_index(iterator) == 15
+        assert next(iterator).tolist() == [30, 31]
+        assert iterator.get_state() == {"next_index": 32}
+
+
+class _Counting(grain.IterDataset):
+    """An IterDataset source of its own: nothing below it to share between threads."""
+
+    def __iter__(self) -> grain.DatasetIterator:
+        return grain.experimental.ThreadPrefetchDatasetIterator(_CountUpTo(5), 0)
+
+
+def test_multithread_prefetch_refuses_several_threads_over_an_iter_source_as_grain_does():
+    with pytest.raises(ValueError, match=r"Cannot slice `IterDataset` source: .*num_threads=1"):
+        grain.experimental.multithread_prefetch(_Counting().map(str), num_threads=2, buffer_size=1)
+    one = grain.experimental.multithread_prefetch(_Counting().map(str), 1, buffer_size=1)
+    assert list(one) == ["1", "2", "3", "4", "5"]

@@ -8,6 +8,9 @@ The rules, learned by running Grain 0.2.18:
   sorted-key order) likewise; ``MapDataset`` inputs are read through ``to_iter_dataset()``.
   The state is ``{"parents": [...] or {key: ...}, "index": <positions taken>, "stop": bool}``,
   where ``index`` counts the failed read that ended the stream too.
+* A state restores into a mixture of more, fewer or other datasets: the inputs it has a state for
+  (by position, or by name) move to it, the others keep their position, and the mix goes on from
+  ``index`` with the new weights.
 
 The order is the one :mod:`grainlite.dataset.mix_selection` computes, tabulated once per
 dataset, so a ``next()`` costs a table read and the selected input's ``__next__``.
@@ -15,12 +18,15 @@ dataset, so a ``next()`` costs a table read and the selected input's ``__next__`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.mix_selection import MixSelection, integer_proportions
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
+
+_log = logging.getLogger(__name__)
 
 
 class MixedIterDataset(IterDataset):
@@ -118,22 +124,48 @@ class MixedDatasetIterator(DatasetIterator):
         return {"parents": parents, "index": self._index, "stop": self._stop}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Moves every input, the position count and the stop flag to ``state``."""
+        """Moves the inputs, the position count and the stop flag to ``state``.
+
+        As in Grain, a state restores into a mixture of more, fewer or other datasets: a
+        sequence mixture restores its first inputs from the state's first states in order, a
+        named mixture the inputs whose names the state has; any other input keeps its position
+        (its beginning, on a fresh iterator), a state with no input left is dropped, and the
+        position count goes on with this mixture's weights. A state of a sequence mixture into
+        a named one (or back) is a ``ValueError``.
+        """
         parents = state["parents"]
         if self._keys is not None:
-            if not isinstance(parents, Mapping) or set(parents) != set(self._keys):
+            if not isinstance(parents, Mapping):
                 raise GrainliteValueError(
                     f"This mix reads datasets named {self._keys}, but the state's parents are "
-                    f"{list(parents) if isinstance(parents, Mapping) else parents!r}; restore a "
-                    "state saved from a mix of the same named datasets."
+                    f"not named ({shown(parents)}); restore a state saved from a mix of named "
+                    "datasets."
                 )
-            parents = [parents[key] for key in self._keys]
-        elif isinstance(parents, Mapping) or len(parents) != len(self._parents):
-            raise GrainliteValueError(
-                f"This mix reads {len(self._parents)} datasets, but the state's parents are "
-                f"{parents!r}; restore a state saved from a mix of the same datasets."
-            )
-        for parent, parent_state in zip(self._parents, parents):
+            restored = [
+                (parent, parents[key])
+                for key, parent in zip(self._keys, self._parents)
+                if parents.get(key) is not None
+            ]
+            fresh = [key for key in self._keys if parents.get(key) is None]
+            dropped = [key for key in parents if key not in self._keys]
+        else:
+            if isinstance(parents, Mapping | str | bytes) or not isinstance(parents, Sequence):
+                raise GrainliteValueError(
+                    f"This mix reads a sequence of {len(self._parents)} datasets, but the "
+                    f"state's parents are {shown(parents)}; restore a state saved from a mix of "
+                    "a sequence of datasets."
+                )
+            restored = list(zip(self._parents, parents))
+            fresh = list(range(len(parents), len(self._parents)))
+            dropped = list(range(len(self._parents), len(parents)))
+        for parent, parent_state in restored:
             parent.set_state(parent_state)
+        if fresh or dropped:
+            _log.info(
+                "Restored a mix state into another mixture: inputs %s start at their beginning, "
+                "the states of inputs %s are dropped.",
+                fresh,
+                dropped,
+            )
         self._index = int(state["index"])
         self._stop = bool(state["stop"])

@@ -158,6 +158,12 @@ class FilterRatioCheck:
         if self.seen >= FILTER_WINDOW:
             self._end_window()
 
+    def window(self, seen: int, dropped: int) -> None:
+        """Checks a window of ``seen`` elements read, ``dropped`` of them skipped, counted by
+        the caller (``to_iter_dataset``'s iterator counts the holes it skips)."""
+        self.seen, self.dropped = seen, dropped
+        self._end_window()
+
     def _end_window(self) -> None:
         ratio = self.dropped / self.seen
         message = (

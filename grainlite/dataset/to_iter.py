@@ -1,7 +1,8 @@
 """``MapDataset.to_iter_dataset()``: a ``MapDataset`` read in order as an ``IterDataset``.
 
 The iterator walks indices ``0 .. len(parent) - 1``, skips the ``None`` holes a filter left (unless
-``allow_nones``), and its state is Grain's ``{"next_index": N}``: the index of the next element to
+``allow_nones``; too many in a window of 1000 elements read warn or raise, as Grain's filter
+check), and its state is Grain's ``{"next_index": N}``: the index of the next element to
 read, holes included. It reads the parent in blocks through ``_getitems`` (vectorised by the
 built-in nodes; a user's subclass falls back to one ``ds[i]`` per index), in the consuming thread
 first, and moves to ``ReadOptions`` reader threads only if the reads prove slow (see
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
 from grainlite.dataset.read_ahead import BlockReader, ElementReadError
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.options import ReadOptions
@@ -154,6 +156,14 @@ class PrefetchDatasetIterator(DatasetIterator):
         self._base = 0
         self._reader: BlockReader | None = None
         self._finalizer: Any = None
+        # Grain's filter check: the holes skipped in each window of FILTER_WINDOW elements read
+        # warn (or raise) over DatasetOptions' ratios. The fast path of next() stops at the end
+        # of a window (_fast_end), so only the slow path counts and checks.
+        check = FilterRatioCheck(str(self))
+        self._check = check if check.active and not self._allow_nones else None
+        self._window_end = FILTER_WINDOW
+        self._dropped = 0
+        self._fast_end = 0  # next() reads _buf[_pos] itself while _pos < _fast_end
         # stats(): each block read is timed; this iterator's clock starts at the first one. The
         # MapDataset transformations below time their blocks themselves (cumulative over every
         # reader of the dataset): their counts at this point are the baseline.
@@ -163,25 +173,46 @@ class PrefetchDatasetIterator(DatasetIterator):
 
     def __next__(self) -> Any:
         pos = self._pos
-        if pos < self._end:
+        if pos < self._fast_end:
             element = self._buf[pos]
-            self._pos = pos + 1
             if element is not None or self._allow_nones:
+                self._pos = pos + 1
                 return element
         return self._next_slow()
 
     def _next_slow(self) -> Any:
-        """``next()`` past the end of the buffer, or past a hole: skips holes, refills."""
+        """``next()`` past the end of the buffer or of a check window, or at a hole: skips
+        holes (counting them for the filter check), closes full windows, refills."""
+        check = self._check
         while True:
             pos = self._pos
+            if check is not None and self._base + pos >= self._window_end:
+                self._close_window(check)
             if pos < self._end:
                 element = self._buf[pos]
                 self._pos = pos + 1
                 if element is not None or self._allow_nones:
                     return element
+                self._dropped += 1
                 continue
             if not self._refill():
                 raise StopIteration
+
+    def _close_window(self, check: FilterRatioCheck) -> None:
+        """Checks the window of elements just read (warns or raises, as Grain's filter check
+        does) and starts the next one; the position has already moved past the window, so a
+        raise loses nothing and the next ``next()`` goes on."""
+        dropped, self._dropped = self._dropped, 0
+        self._window_end += FILTER_WINDOW
+        self._fast_end = self._fast_end_now()
+        check.window(FILTER_WINDOW, dropped)
+
+    def _fast_end_now(self) -> int:
+        """Where the fast path of ``next()`` stops in ``_buf``: its end, or the end of the
+        check window."""
+        if self._check is None:
+            return self._end
+        return max(0, min(self._end, self._window_end - self._base))
 
     def _refill(self) -> bool:
         """Reads the next block into the buffer; False at the end of the dataset."""
@@ -191,7 +222,7 @@ class PrefetchDatasetIterator(DatasetIterator):
                 "with iter(dataset) (and set_state(...) to resume where it was)."
             )
         self._base += self._end
-        self._buf, self._end, self._pos = [], 0, 0
+        self._buf, self._end, self._pos, self._fast_end = [], 0, 0, 0
         if self._base >= self._length:
             self._stop_reader()
             self._stats_counters.end()
@@ -214,6 +245,7 @@ class PrefetchDatasetIterator(DatasetIterator):
         if not counters.first_ns:
             counters.first_element()
         self._buf, self._end = block, len(block)
+        self._fast_end = self._fast_end_now()
         return True
 
     def _stop_reader(self) -> None:
@@ -245,11 +277,20 @@ class PrefetchDatasetIterator(DatasetIterator):
         """``{"next_index": N}``: the index of the next element to read (holes included)."""
         return {"next_index": self._base + self._pos}
 
+    def _get_next_index(self) -> int:
+        """Grain's next index: the index of the next element to read (holes included)."""
+        return self._base + self._pos
+
+    def _set_next_index(self, index: int) -> None:
+        """Moves to ``index``, which must be in ``[0, len(dataset)]`` (reads nothing)."""
+        self.set_state({"next_index": index})
+
     def set_state(self, state: dict[str, Any]) -> None:
         """Moves to ``state["next_index"]``, which must be in ``[0, len(dataset)]``."""
         next_index = self.check_state(state)
         self._stop_reader()
-        self._buf, self._end, self._pos, self._base = [], 0, 0, next_index
+        self._buf, self._end, self._pos, self._fast_end, self._base = [], 0, 0, 0, next_index
+        self._window_end, self._dropped = next_index + FILTER_WINDOW, 0
 
     def check_state(self, state: dict[str, Any]) -> int:
         """``state["next_index"]`` if it is an int in ``[0, len(dataset)]``, else Grain's error
@@ -279,14 +320,14 @@ class PrefetchDatasetIterator(DatasetIterator):
         first); the iterator cannot advance afterwards."""
         self._stop_reader()
         self._base += self._pos  # keeps get_state(); next() now reaches _refill and raises
-        self._buf, self._end, self._pos = [], 0, 0
+        self._buf, self._end, self._pos, self._fast_end = [], 0, 0, 0
         super().close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_reader"], state["_finalizer"] = None, None
         state["_base"] += state["_pos"]  # the unpickled copy re-reads from its position
-        state["_buf"], state["_end"], state["_pos"] = [], 0, 0
+        state["_buf"], state["_end"], state["_pos"], state["_fast_end"] = [], 0, 0, 0
         return state
 
     def __str__(self) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from grainlite.dataset import seeding
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.next_index import get_next_index, set_next_index
 from grainlite.errors import GrainliteTypeError
 from grainlite.stats.collect import ElementTimer, callable_name
 from grainlite.stats.counters import StageCounter, clock
@@ -301,6 +302,13 @@ class MapDatasetIterator(DatasetIterator):
         """Moves the parent to ``state``."""
         self._parent.set_state(state)
 
+    def _get_next_index(self) -> int:
+        """A map's next index is its parent's (a map neither drops nor adds elements)."""
+        return get_next_index(self._parent)
+
+    def _set_next_index(self, index: int) -> None:
+        set_next_index(self._parent, index)
+
 
 class FilterDatasetIterator(MapDatasetIterator):
     """Skips the parent's elements for which ``fn`` is false (Grain calls it on ``None`` too).
@@ -408,6 +416,15 @@ class MapWithIndexDatasetIterator(DatasetIterator):
         self._parent.set_state(state["parent"])
         self._counter = int(counter)
 
+    def _get_next_index(self) -> int:
+        """Grain's next index of ``map_with_index``: the index it passes to ``fn`` next."""
+        return self._counter
+
+    def _set_next_index(self, index: int) -> None:
+        """Moves the parent to ``index`` and passes ``index`` to ``fn`` next."""
+        set_next_index(self._parent, index)
+        self._counter = index
+
 
 class RandomMapDatasetIterator(DatasetIterator):
     """Calls ``fn(element, rng)`` for the ``k``-th element, ``rng`` number ``k * stride + offset``;
@@ -455,3 +472,14 @@ class RandomMapDatasetIterator(DatasetIterator):
         index = state["index_for_rng"]
         self._parent.set_state(state["parent"])
         self._index = int(index)
+
+    def _get_next_index(self) -> int:
+        """Grain's next index of ``random_map``: the count of elements seen, which picks the
+        next element's rng."""
+        return self._index
+
+    def _set_next_index(self, index: int) -> None:
+        """Moves the parent to ``index`` and gives the next element the rng of element
+        ``index``, so the elements equal those of an uninterrupted pass."""
+        set_next_index(self._parent, index)
+        self._index = index

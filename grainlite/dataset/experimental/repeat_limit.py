@@ -16,6 +16,7 @@ import operator
 from typing import Any
 
 from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.next_index import set_next_index
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 
 
@@ -139,6 +140,15 @@ class LimitDatasetIterator(DatasetIterator):
         """Moves the parent to its saved state and the count to the saved count."""
         self._parent.set_state(state["parent"])
         self._read = int(state["count_elements_read"])
+
+    def _get_next_index(self) -> int:
+        """Grain's next index of a limit: the number of elements it has given."""
+        return self._read
+
+    def _set_next_index(self, index: int) -> None:
+        """Moves the parent to ``index`` and counts ``index`` elements as given."""
+        set_next_index(self._parent, index)
+        self._read = index
 
     def __str__(self) -> str:
         return f"LimitDatasetIterator(count={self._count})"

@@ -8,7 +8,10 @@ reads in the consuming thread. Useful where the parent waits (file or network re
 interpreter); pure-Python work does not get faster.
 
 ``set_state`` stops the thread, drops the buffer, moves the parent and starts again at the next
-``next()``; a fresh iterator restores the same way. An exception from the parent reaches the
+``next()``; a fresh iterator restores the same way. Until an element is read ahead, ``get_state()``
+is the parent's own (what its ``set_state`` kept), and Grain's ``get_next_index`` /
+``set_next_index`` move the parent without reading. The parent may be any iterator with
+``get_state`` / ``set_state``. An exception from the parent reaches the
 consumer at its place in the stream, and ``get_state()`` stays the state before the failed
 element (Grain's rule); the thread ends there and the next ``next()`` goes on from where the
 parent is.
@@ -27,6 +30,8 @@ import weakref
 from typing import Any, NamedTuple
 
 from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.next_index import get_next_index, set_next_index
+from grainlite.dataset.worker_slicing import check_sliceable
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 
 # How long a blocked producer waits before it looks at its stop flag again.
@@ -43,8 +48,9 @@ def _check_buffer_size(size: Any) -> int:
         ) from None
     if value < 0:
         raise GrainliteValueError(
-            f"ThreadPrefetch prefetch_buffer_size must be >= 0 (got {value}); pass 0 to read in "
-            "the consuming thread or a positive number of elements to read ahead."
+            f"ThreadPrefetch `prefetch_buffer_size` must be greater than or equal to 0 (got "
+            f"{value}); pass 0 to read in the consuming thread or a positive number of elements "
+            "to read ahead."
         )
     return value
 
@@ -128,14 +134,17 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
     """Reads ``parent`` (an iterator) ahead in a thread; its state is the parent's.
 
     Args:
-      parent: the iterator to read ahead.
+      parent: the iterator to read ahead: a ``DatasetIterator``, or any iterator with
+        ``get_state()`` / ``set_state()``.
       prefetch_buffer_size: elements read ahead; 0 reads in the consuming thread.
     """
 
     def __init__(self, parent: DatasetIterator, prefetch_buffer_size: int) -> None:
-        super().__init__(parent)
+        super().__init__((parent,))  # one parent, even one that is not a DatasetIterator
         self._size = _check_buffer_size(prefetch_buffer_size)
-        self._state = parent.get_state()
+        # The parent's state after the last element delivered; None while the parent itself
+        # is there (nothing read ahead), so get_state() asks it (as Grain does).
+        self._state: Any = None
         self._producer: _Producer | None = None
         self._finalizer: Any = None
         self._done = False  # the parent is exhausted and the last state is delivered
@@ -167,6 +176,8 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
         return item.element
 
     def _start_producer(self) -> _Producer:
+        if self._state is None:  # the parent is about to move ahead: keep where it is
+            self._state = self._parent.get_state()
         producer = self._producer = _Producer(self._parent, self._size)
         self._finalizer = weakref.finalize(self, producer.close)
         return producer
@@ -183,13 +194,35 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
 
     def get_state(self) -> dict[str, Any]:
         """The parent's state after the last element delivered."""
-        return self._state
+        return self._parent.get_state() if self._state is None else self._state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Stops the read-ahead, moves the parent to ``state``; reading restarts on ``next()``."""
+        """Stops the read-ahead, moves the parent to ``state``; reading restarts on ``next()``.
+        ``get_state()`` then asks the parent (which may keep a state of its own)."""
         self._stop()
         self._parent.set_state(state)
-        self._state = state
+        self._state = None
+        self._done = False
+
+    def _rewind(self) -> None:
+        """Stops the read-ahead and moves the parent back to the last element delivered."""
+        self._stop()
+        if self._state is not None:
+            self._parent.set_state(self._state)
+            self._state = None
+
+    def _get_next_index(self) -> int:
+        """The parent's next index at the last element delivered (the read-ahead restarts on
+        the next ``next()``)."""
+        self._rewind()
+        return get_next_index(self._parent)
+
+    def _set_next_index(self, index: int) -> None:
+        """Moves the parent to ``index`` (reads nothing, asks no state); reading restarts on
+        ``next()``."""
+        self._stop()
+        set_next_index(self._parent, index)
+        self._state = None
         self._done = False
 
     def close(self) -> None:
@@ -198,8 +231,7 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
         super().close()
 
     def __getstate__(self) -> dict[str, Any]:
-        self._stop()  # the buffer is dropped: the parent moves back to the delivered state
-        self._parent.set_state(self._state)
+        self._rewind()  # the buffer is dropped: the parent moves back to the delivered state
         return self.__dict__.copy()
 
     def __str__(self) -> str:
@@ -215,7 +247,9 @@ def multithread_prefetch(
     in their order, with ``ds``'s states, read ahead by a :class:`ThreadPrefetchIterDataset` of
     ``num_threads * buffer_size`` elements (one read-ahead thread: Grain splits ``ds`` into
     ``num_threads`` slices read by as many threads, which gives the same order).
-    ``sequential_slice`` is accepted for Grain's signature.
+    ``sequential_slice`` is accepted for Grain's signature (the order stays that of ``ds``).
+    As in Grain, ``num_threads > 1`` over a pipeline with an ``IterDataset`` source of its own
+    (no ``MapDataset`` below it to share out) is a ``ValueError``.
     """
     threads = operator.index(num_threads)
     if threads < 0:
@@ -225,4 +259,13 @@ def multithread_prefetch(
     if threads == 0:
         return ds
     size = _check_buffer_size(buffer_size)
+    try:  # Grain's rule: several threads need a MapDataset to share out
+        check_sliceable(ds, threads)
+    except GrainliteValueError:
+        raise GrainliteValueError(
+            f"Cannot slice `IterDataset` source: multithread_prefetch(num_threads={threads}) "
+            "shares the elements of a MapDataset between its threads, and this pipeline has an "
+            "IterDataset source of its own. Build it from a MapDataset "
+            "(MapDataset.source(...).to_iter_dataset()), or pass num_threads=1."
+        ) from None
     return ThreadPrefetchIterDataset(ds, prefetch_buffer_size=threads * size)
