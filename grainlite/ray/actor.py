@@ -141,8 +141,14 @@ class WorkerActor:
                 else:
                     self._queues.inbox.put(message)
 
-    def take(self) -> list[Any]:
-        """The worker's next messages: waits for one, then adds those already waiting."""
+    def take(self, seq: int | None = None, data: bytes | None = None) -> list[Any]:
+        """The worker's next messages: waits for one, then adds those already waiting.
+
+        With ``seq`` and ``data``, first delivers that parent message (as :meth:`post`): the
+        parent sends an element's credit and asks for the next reply in one call.
+        """
+        if seq is not None and data is not None:
+            self.post(seq, data)
         outbox = self._queues.outbox
         items = [outbox.get()]
         while len(items) < _TAKE_AT_MOST:
@@ -151,6 +157,10 @@ class WorkerActor:
             except queue.Empty:
                 break
         return items
+
+    def quit(self) -> None:
+        """Ends this actor's process at once (when the head is gone, ray.kill cannot)."""
+        os._exit(0)
 
     def dump_stacks(self) -> None:
         """Prints every thread's Python stack to this actor's standard error (Ray's log)."""
