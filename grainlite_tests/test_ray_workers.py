@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 import grainlite as grain
@@ -132,6 +133,33 @@ def test_ray_workers_run_with_the_worker_environment_and_not_in_this_process():
     assert {e["CUDA_VISIBLE_DEVICES"] for e in seen} == {"-1"}
     pids = {int(e["pid"]) for e in seen}
     assert len(pids) == 2 and os.getpid() not in pids
+
+
+def test_ray_workers_make_no_more_ahead_than_local_workers_while_the_consumer_waits(tmp_path):
+    made: dict[str, list[int]] = {}
+    for name, backend in (("local", None), ("ray", RayWorkers(2))):
+        log = tmp_path / name
+        made_by = grain.MapDataset.range(400).map(rp.Logged(str(log)))
+        ds = made_by.to_iter_dataset(grain.ReadOptions(num_threads=0))  # no read-ahead threads
+        with iter(ds.mp_prefetch(OPTIONS, backend=backend)) as it:
+            assert [int(next(it)) for _ in range(4)] == [0, 1, 2, 3]
+            made[name] = []
+            for _ in range(2):
+                time.sleep(2)  # time enough to run far ahead if nothing held the workers back
+                made[name].append(len(log.read_text().splitlines()))
+    # The credits (per_worker_buffer_size=2 per worker) stop both backends a few elements ahead
+    # of the 4 delivered, and waiting longer makes nothing more.
+    for counts in made.values():
+        assert counts[0] == counts[1] < 24, made
+
+
+def test_large_arrays_from_ray_workers_arrive_as_read_only_views_of_the_object_store():
+    ds = grain.MapDataset.range(4).map(rp.large_array).to_iter_dataset()
+    got = list(ds.mp_prefetch(OPTIONS, backend=RayWorkers(2)))
+    assert [int(a[0, 0]) for a in got] == [0, 1, 2, 3]
+    for i, array in enumerate(got):
+        assert array.shape == (256, 1024) and array.dtype == np.float32 and (array == i).all()
+        assert not array.flags.writeable  # Ray's shared memory, not a private copy
 
 
 # Faults and ownership --------------------------------------------------------------------------
