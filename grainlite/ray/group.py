@@ -2,10 +2,11 @@
 
 :class:`RayGroup` has the methods of :class:`grainlite.engine.process_group.ProcessGroup` that
 :class:`grainlite.engine.parent.WorkerStream` uses, so the merge, the credits and the states are
-the engine's own. Each actor always has one ``take()`` call outstanding; its reply (the worker's
-next messages) waits in Ray's object store until the merge reads it, and the next call is made at
-once. The parent's messages go out as ``post(seq, ...)`` calls, numbered so the actor applies them
-in order.
+the engine's own. Each actor has ``TAKES_IN_FLIGHT`` ``take()`` calls outstanding, numbered so it
+answers them in order; a reply (the worker's next messages) waits in Ray's object store until the
+merge reads it, and the parent's next message to that worker (the element's credit) makes the
+next call, so the round trips overlap and an element costs one call. Other messages go out as
+``post(seq, ...)`` calls, numbered so the actor applies them in order.
 
 Ownership: a group owns its actors and nothing else. :meth:`RayGroup.close`, garbage collection
 and interpreter exit kill them (``ray.kill``); actors of other loaders or users are never touched.
@@ -27,7 +28,7 @@ from grainlite import _optional
 from grainlite.engine.process_group import hidden_accelerators, import_path
 from grainlite.engine.protocol import ToParent, ToWorker
 from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
-from grainlite.ray.actor import WorkerActor, unpack
+from grainlite.ray.actor import TAKES_IN_FLIGHT, WorkerActor, unpack
 from grainlite.ray.health import ClusterHealth
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -45,7 +46,7 @@ def _actor_class(ray: Any) -> Any:
     global _remote_class
     if _remote_class is None:
         # Threads: take() waits for the worker while post() delivers the parent's messages.
-        _remote_class = ray.remote(max_concurrency=4)(WorkerActor)
+        _remote_class = ray.remote(max_concurrency=4 + TAKES_IN_FLIGHT)(WorkerActor)
     return _remote_class
 
 
@@ -56,7 +57,8 @@ class RayGroup:
         self.count = count
         self._spec = spec
         self._actors: list[Any] = []
-        self._pending: list[Any] = []  # each worker's outstanding take() (None: none yet)
+        self._pending: list[collections.deque[Any]] = []  # each worker's take() calls in flight
+        self._takes: list[int] = []  # take() calls made to each worker
         self._hello: list[Any] = []
         self._known: dict[int, tuple[int, str]] = {}
         self._buffered: list[collections.deque[Any]] = []
@@ -87,7 +89,8 @@ class RayGroup:
         for _ in range(self.count):
             self._actors.append(cls.remote())
         self._hello = [actor.hello.remote() for actor in self._actors]
-        self._pending = [None] * self.count  # the first send() asks for the first reply
+        self._pending = [collections.deque() for _ in self._actors]  # the first send() asks
+        self._takes = [0] * self.count
         self._buffered = [collections.deque() for _ in self._actors]
         self._landed = [False] * self.count
         self._seq = [0] * self.count
@@ -125,8 +128,11 @@ class RayGroup:
         self._seq[worker] = seq + 1
         data = pickle.dumps(message, _PROTOCOL)
         actor = self._actors[worker]
-        if self._pending[worker] is None:  # one call delivers the message and asks for a reply
-            self._pending[worker] = actor.take.remote(seq, data)
+        pending = self._pending[worker]
+        if len(pending) < TAKES_IN_FLIGHT:  # one call delivers the message and asks for a reply
+            pending.append(actor.take.remote(self._take_number(worker), seq, data))
+            while len(pending) < TAKES_IN_FLIGHT:
+                pending.append(actor.take.remote(self._take_number(worker)))
         else:
             actor.post.remote(seq, data)
 
@@ -164,23 +170,28 @@ class RayGroup:
                 self.ready(worker, float("inf"))
             self._landed[worker] = False
             try:
-                items = ray.get(self._pending[worker])
+                items = ray.get(self._pending[worker][0])
             except ray.exceptions.RayActorError as error:
                 raise self._died(worker, error) from None
             except ray.exceptions.RayError as error:
                 raise _disconnected(error) from error
             # The next take() goes with the credit for this element (send), in one call.
-            self._pending[worker] = None
+            self._pending[worker].popleft()
             buffered.extend(items)
         message: ToParent = unpack(buffered.popleft())
         return message
 
     def _pending_reply(self, worker: int) -> Any:
-        """``worker``'s outstanding take() call, made now if the parent had nothing to send."""
-        reply = self._pending[worker]
-        if reply is None:
-            reply = self._pending[worker] = self._actors[worker].take.remote()
-        return reply
+        """``worker``'s oldest take() call, made now if the parent had nothing to send."""
+        pending = self._pending[worker]
+        if not pending:
+            pending.append(self._actors[worker].take.remote(self._take_number(worker)))
+        return pending[0]
+
+    def _take_number(self, worker: int) -> int:
+        number = self._takes[worker]
+        self._takes[worker] = number + 1
+        return number
 
     def _check_connected(self, ray: Any) -> None:
         """Raises ClusterConnectionError once the head of the cluster has been silent too long."""
