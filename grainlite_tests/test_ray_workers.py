@@ -258,6 +258,24 @@ def test_an_elements_array_bytes_travel_out_of_band_and_come_back_as_views_of_th
     assert pickle.loads(pickle.dumps(message.payload["label"])) == 3
 
 
+def test_an_actors_take_calls_answer_in_their_numbered_order_whatever_order_they_run_in():
+    import threading
+
+    from grainlite.ray.actor import WorkerActor
+
+    actor = WorkerActor()  # the actor's class itself, its calls made from threads as Ray does
+    replies: dict[int, list] = {}
+    later = threading.Thread(target=lambda: replies.setdefault(1, actor.take(1)))
+    later.start()  # call 1 runs first: it must leave the first message to call 0
+    actor._queues.outbox.put(b"first")
+    later.join(0.5)
+    assert replies == {}
+    replies[0] = actor.take(0)
+    actor._queues.outbox.put(b"second")
+    later.join(10)
+    assert replies == {0: [b"first"], 1: [b"second"]}
+
+
 # Last: it shuts the module's Ray instance down.
 def test_ray_shut_down_under_a_running_iterator_is_a_connection_error_not_a_hang():
     it = iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2)))
