@@ -1,4 +1,5 @@
-"""Losing the Ray cluster under a running loader: a named error within seconds, never a hang.
+"""Losing the Ray cluster, or actors to Ray's out-of-memory killer, under a running loader: a
+named error within seconds, never a hang.
 
 A real, separate Ray cluster on 127.0.0.1 (Ray's ``ray.cluster_utils.Cluster`` in its own process
 session): a head node and a CPU node that alone has the ``data_node`` resource. A separate driver
@@ -7,6 +8,10 @@ node. Then every process of the head node (its GCS, raylet and helpers) is kille
 the driver only after ``gcs_rpc_server_reconnect_timeout_s`` (60 s); the loader must raise
 ``ClusterConnectionError`` well before, ``close()`` must return, and the actors it started must
 be gone while the driver still runs.
+
+Out of memory: a driver whose own local Ray instance has its memory monitor's threshold at 1% of
+the machine's memory (``RAY_memory_usage_threshold``), so Ray's killer ends the actors as soon
+as they work; the loader names the worker and Ray's reason (``WorkerDiedError``).
 """
 
 from __future__ import annotations
@@ -68,6 +73,30 @@ began = time.monotonic()
 it.close()
 say(closed=time.monotonic() - began)
 sys.stdin.readline()  # the test has looked for the actors
+"""
+
+
+OUT_OF_MEMORY_DRIVER = """
+import json, time
+import ray
+import grainlite as grain
+from grainlite.ray import RayWorkers
+from grainlite_tests import ray_pipelines as rp
+
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+options = grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2)
+ds = grain.MapDataset.range(200).repeat(1000).map(rp.large_array).to_iter_dataset()
+began = time.monotonic()
+outcome = {"raised": None}
+try:
+    with iter(ds.mp_prefetch(options, backend=RayWorkers(2))) as it:
+        for _ in it:
+            if time.monotonic() - began > 90:
+                break
+except Exception as error:
+    outcome = {"raised": type(error).__name__, "message": str(error)}
+outcome["after"] = time.monotonic() - began
+print("REPORT " + json.dumps(outcome), flush=True)
 """
 
 
@@ -150,3 +179,29 @@ def test_killing_the_clusters_head_mid_epoch_is_a_connection_error_and_close_end
             driver.communicate()  # closes its pipes
         end_session(cluster.pid)
         cluster.communicate()
+
+
+def test_an_actor_killed_by_rays_out_of_memory_killer_is_a_named_worker_death():
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "RAY_memory_usage_threshold": "0.01",  # any machine is "out of memory" at once
+        "RAY_memory_monitor_refresh_ms": "100",
+    }
+    driver = subprocess.Popen(
+        [sys.executable, "-c", OUT_OF_MEMORY_DRIVER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        outcome = report(driver)
+        assert outcome["raised"] == "WorkerDiedError", outcome
+        assert "Ray worker actor" in outcome["message"] and "memory" in outcome["message"]
+        assert outcome["after"] < 60
+        assert driver.wait(timeout=60) == 0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.communicate()

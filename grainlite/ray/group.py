@@ -171,7 +171,7 @@ class RayGroup:
             self._landed[worker] = False
             try:
                 items = ray.get(self._pending[worker][0])
-            except ray.exceptions.RayActorError as error:
+            except _actor_gone(ray) as error:
                 raise self._died(worker, error) from None
             except ray.exceptions.RayError as error:
                 raise _disconnected(error) from error
@@ -235,6 +235,13 @@ def _kill(actors: list[Any], creator: int, health: ClusterHealth) -> None:
         with contextlib.suppress(Exception):
             ray.kill(actor, no_restart=True)
     actors.clear()
+
+
+def _actor_gone(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors for a call whose actor died: killed, crashed, out of memory, node lost."""
+    errors = ray.exceptions
+    names = ("RayActorError", "OutOfMemoryError", "WorkerCrashedError", "NodeDiedError")
+    return tuple(getattr(errors, name) for name in names if hasattr(errors, name))
 
 
 def _wait(ray: Any, reply: Any, timeout: float) -> bool:
