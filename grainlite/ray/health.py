@@ -51,10 +51,13 @@ class ClusterHealth:
 
 
 def _answers(ray: Any) -> bool:
-    """True if the head of ``ray``'s cluster answers a key-value read within ASK_TIMEOUT_S."""
+    """True if the head of ``ray``'s cluster answers a key-value read within ASK_TIMEOUT_S.
+
+    Without a direct connection to the head (Ray Client) there is nothing to ask: True.
+    """
     client = getattr(ray._private.worker.global_worker, "gcs_client", None)
-    if client is None:
-        return False
+    if client is None:  # Ray Client (ray://): its server holds the connection, and reports its loss
+        return True
     try:
         client.internal_kv_get(_KEY, _NAMESPACE, timeout=ASK_TIMEOUT_S)
     except Exception:  # Ray raises its RPC or timeout errors: the head did not answer
