@@ -60,6 +60,8 @@ def _answers(ray: Any) -> bool:
         return True
     try:
         client.internal_kv_get(_KEY, _NAMESPACE, timeout=ASK_TIMEOUT_S)
+    except (AttributeError, TypeError):  # another Ray version's client: nothing to ask with
+        return True
     except Exception:  # Ray raises its RPC or timeout errors: the head did not answer
         return False
     return True
