@@ -124,3 +124,20 @@ def node_of(element: Any) -> dict[str, Any]:
     import ray
 
     return {"element": element, "node": ray.get_runtime_context().get_node_id()}
+
+
+class Logged(grain.MapTransform):
+    """Appends each element it makes to a file (a line per element), to count what was made."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def map(self, element: Any) -> Any:
+        with open(self.path, "a") as log:
+            log.write(f"{int(element)}\n")
+        return element
+
+
+def large_array(x: int) -> np.ndarray:
+    """A 1 MiB float32 array of ``x``: above Ray's inline size, so it goes to the object store."""
+    return np.full((256, 1024), x, np.float32)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 import grainlite as grain
@@ -134,6 +135,33 @@ def test_ray_workers_run_with_the_worker_environment_and_not_in_this_process():
     assert len(pids) == 2 and os.getpid() not in pids
 
 
+def test_ray_workers_make_no_more_ahead_than_local_workers_while_the_consumer_waits(tmp_path):
+    made: dict[str, list[int]] = {}
+    for name, backend in (("local", None), ("ray", RayWorkers(2))):
+        log = tmp_path / name
+        made_by = grain.MapDataset.range(400).map(rp.Logged(str(log)))
+        ds = made_by.to_iter_dataset(grain.ReadOptions(num_threads=0))  # no read-ahead threads
+        with iter(ds.mp_prefetch(OPTIONS, backend=backend)) as it:
+            assert [int(next(it)) for _ in range(4)] == [0, 1, 2, 3]
+            made[name] = []
+            for _ in range(2):
+                time.sleep(2)  # time enough to run far ahead if nothing held the workers back
+                made[name].append(len(log.read_text().splitlines()))
+    # The credits (per_worker_buffer_size=2 per worker) stop both backends a few elements ahead
+    # of the 4 delivered, and waiting longer makes nothing more.
+    for counts in made.values():
+        assert counts[0] == counts[1] < 24, made
+
+
+def test_large_arrays_from_ray_workers_arrive_as_read_only_views_of_the_object_store():
+    ds = grain.MapDataset.range(4).map(rp.large_array).to_iter_dataset()
+    got = list(ds.mp_prefetch(OPTIONS, backend=RayWorkers(2)))
+    assert [int(a[0, 0]) for a in got] == [0, 1, 2, 3]
+    for i, array in enumerate(got):
+        assert array.shape == (256, 1024) and array.dtype == np.float32 and (array == i).all()
+        assert not array.flags.writeable  # Ray's shared memory, not a private copy
+
+
 # Faults and ownership --------------------------------------------------------------------------
 def test_an_actor_killed_mid_epoch_is_named_within_seconds_and_the_state_resumes_after_it():
     whole = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS)))
@@ -228,6 +256,24 @@ def test_an_elements_array_bytes_travel_out_of_band_and_come_back_as_views_of_th
     assert np.shares_memory(got, buffers[0])  # a view of the buffer, no copy
     assert message.state == {"i": 1} and message.payload["name"] == "x"
     assert pickle.loads(pickle.dumps(message.payload["label"])) == 3
+
+
+def test_an_actors_take_calls_answer_in_their_numbered_order_whatever_order_they_run_in():
+    import threading
+
+    from grainlite.ray.actor import WorkerActor
+
+    actor = WorkerActor()  # the actor's class itself, its calls made from threads as Ray does
+    replies: dict[int, list] = {}
+    later = threading.Thread(target=lambda: replies.setdefault(1, actor.take(1)))
+    later.start()  # call 1 runs first: it must leave the first message to call 0
+    actor._queues.outbox.put(b"first")
+    later.join(0.5)
+    assert replies == {}
+    replies[0] = actor.take(0)
+    actor._queues.outbox.put(b"second")
+    later.join(10)
+    assert replies == {0: [b"first"], 1: [b"second"]}
 
 
 # Last: it shuts the module's Ray instance down.

@@ -29,6 +29,7 @@ from grainlite.engine.transport import dumps_out_of_band
 from grainlite.tree import map_leaves_keeping_order
 
 _TAKE_AT_MOST = 64  # messages per take(): a worker far ahead sends its read-ahead in one reply
+TAKES_IN_FLIGHT = 2  # the parent's take() calls waiting on one actor: replies overlap round trips
 
 
 class HeapPool:
@@ -115,6 +116,8 @@ class WorkerActor:
         self._next = 0
         self._early: dict[int, bytes] = {}
         self._thread: threading.Thread | None = None
+        self._turn = threading.Condition()
+        self._next_take = 0
 
     def hello(self) -> tuple[int, str]:
         """This actor's process id and node address, for messages about it."""
@@ -141,16 +144,35 @@ class WorkerActor:
                 else:
                     self._queues.inbox.put(message)
 
-    def take(self) -> list[Any]:
-        """The worker's next messages: waits for one, then adds those already waiting."""
+    def take(self, number: int, seq: int | None = None, data: bytes | None = None) -> list[Any]:
+        """The worker's next messages: waits for one, then adds those already waiting.
+
+        ``number`` counts the parent's take() calls from 0: with several in flight, call ``n``
+        takes its messages only after call ``n - 1`` took its own, so the replies keep the
+        worker's order. With ``seq`` and ``data``, first delivers that parent message (as
+        :meth:`post`): the parent sends an element's credit and asks for a reply in one call.
+        """
+        if seq is not None and data is not None:
+            self.post(seq, data)
+        with self._turn:
+            self._turn.wait_for(lambda: self._next_take == number)
         outbox = self._queues.outbox
-        items = [outbox.get()]
-        while len(items) < _TAKE_AT_MOST:
-            try:
-                items.append(outbox.get_nowait())
-            except queue.Empty:
-                break
+        try:
+            items = [outbox.get()]
+            while len(items) < _TAKE_AT_MOST:
+                try:
+                    items.append(outbox.get_nowait())
+                except queue.Empty:
+                    break
+        finally:
+            with self._turn:
+                self._next_take = number + 1
+                self._turn.notify_all()
         return items
+
+    def quit(self) -> None:
+        """Ends this actor's process at once (when the head is gone, ray.kill cannot)."""
+        os._exit(0)
 
     def dump_stacks(self) -> None:
         """Prints every thread's Python stack to this actor's standard error (Ray's log)."""

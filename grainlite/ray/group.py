@@ -2,10 +2,11 @@
 
 :class:`RayGroup` has the methods of :class:`grainlite.engine.process_group.ProcessGroup` that
 :class:`grainlite.engine.parent.WorkerStream` uses, so the merge, the credits and the states are
-the engine's own. Each actor always has one ``take()`` call outstanding; its reply (the worker's
-next messages) waits in Ray's object store until the merge reads it, and the next call is made at
-once. The parent's messages go out as ``post(seq, ...)`` calls, numbered so the actor applies them
-in order.
+the engine's own. Each actor has ``TAKES_IN_FLIGHT`` ``take()`` calls outstanding, numbered so it
+answers them in order; a reply (the worker's next messages) waits in Ray's object store until the
+merge reads it, and the parent's next message to that worker (the element's credit) makes the
+next call, so the round trips overlap and an element costs one call. Other messages go out as
+``post(seq, ...)`` calls, numbered so the actor applies them in order.
 
 Ownership: a group owns its actors and nothing else. :meth:`RayGroup.close`, garbage collection
 and interpreter exit kill them (``ray.kill``); actors of other loaders or users are never touched.
@@ -19,6 +20,7 @@ import collections
 import contextlib
 import os
 import pickle
+import time
 import weakref
 from typing import Any
 
@@ -26,7 +28,8 @@ from grainlite import _optional
 from grainlite.engine.process_group import hidden_accelerators, import_path
 from grainlite.engine.protocol import ToParent, ToWorker
 from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
-from grainlite.ray.actor import WorkerActor, unpack
+from grainlite.ray.actor import TAKES_IN_FLIGHT, WorkerActor, unpack
+from grainlite.ray.health import ClusterHealth
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _POLL_S = 1.0  # a blocking read checks the cluster connection this often
@@ -43,7 +46,7 @@ def _actor_class(ray: Any) -> Any:
     global _remote_class
     if _remote_class is None:
         # Threads: take() waits for the worker while post() delivers the parent's messages.
-        _remote_class = ray.remote(max_concurrency=4)(WorkerActor)
+        _remote_class = ray.remote(max_concurrency=4 + TAKES_IN_FLIGHT)(WorkerActor)
     return _remote_class
 
 
@@ -54,12 +57,15 @@ class RayGroup:
         self.count = count
         self._spec = spec
         self._actors: list[Any] = []
-        self._pending: list[Any] = []
+        self._pending: list[collections.deque[Any]] = []  # each worker's take() calls in flight
+        self._takes: list[int] = []  # take() calls made to each worker
         self._hello: list[Any] = []
         self._known: dict[int, tuple[int, str]] = {}
         self._buffered: list[collections.deque[Any]] = []
+        self._landed: list[bool] = []  # the pending reply is known to be ready
         self._seq: list[int] = []
-        self._finalizer = weakref.finalize(self, _kill, self._actors, os.getpid())
+        self._health = ClusterHealth()
+        self._finalizer = weakref.finalize(self, _kill, self._actors, os.getpid(), self._health)
 
     @property
     def started(self) -> bool:
@@ -83,8 +89,10 @@ class RayGroup:
         for _ in range(self.count):
             self._actors.append(cls.remote())
         self._hello = [actor.hello.remote() for actor in self._actors]
-        self._pending = [actor.take.remote() for actor in self._actors]
+        self._pending = [collections.deque() for _ in self._actors]  # the first send() asks
+        self._takes = [0] * self.count
         self._buffered = [collections.deque() for _ in self._actors]
+        self._landed = [False] * self.count
         self._seq = [0] * self.count
 
     def pid(self, worker: int) -> int:
@@ -118,7 +126,15 @@ class RayGroup:
             raise _disconnected(None)
         seq = self._seq[worker]
         self._seq[worker] = seq + 1
-        self._actors[worker].post.remote(seq, pickle.dumps(message, _PROTOCOL))
+        data = pickle.dumps(message, _PROTOCOL)
+        actor = self._actors[worker]
+        pending = self._pending[worker]
+        if len(pending) < TAKES_IN_FLIGHT:  # one call delivers the message and asks for a reply
+            pending.append(actor.take.remote(self._take_number(worker), seq, data))
+            while len(pending) < TAKES_IN_FLIGHT:
+                pending.append(actor.take.remote(self._take_number(worker)))
+        else:
+            actor.post.remote(seq, data)
 
     def send_quietly(self, worker: int, message: ToWorker) -> None:
         """Sends a message if the cluster is still there (a dead actor is reported when read)."""
@@ -126,29 +142,64 @@ class RayGroup:
             self.send(worker, message)
 
     def ready(self, worker: int, timeout: float | None) -> bool:
-        """True once ``worker`` has a message waiting (or has died), within ``timeout`` s."""
-        if timeout is None or self._buffered[worker]:
+        """True once ``worker`` has a message waiting (or has died), within ``timeout`` s.
+
+        Waits in steps of at most ``_POLL_S`` seconds, checking the cluster connection between
+        them, so a lost head is reported even while every worker is silent.
+        """
+        if timeout is None or self._buffered[worker] or self._landed[worker]:
             return True
-        return _wait(_ray(), self._pending[worker], timeout)
+        ray = _ray()
+        reply = self._pending_reply(worker)
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_connected(ray)
+            left = deadline - time.monotonic()
+            if _wait(ray, reply, max(0.0, min(_POLL_S, left))):
+                self._landed[worker] = True  # receive() reads it without another wait
+                return True
+            if left <= _POLL_S:
+                return False
 
     def receive(self, worker: int) -> ToParent:
         """The next message of ``worker``; raises WorkerDiedError if its actor died."""
         buffered = self._buffered[worker]
         if not buffered:
             ray = _ray()
-            reply = self._pending[worker]
-            while not _wait(ray, reply, _POLL_S):
-                pass
+            if not self._landed[worker]:
+                self.ready(worker, float("inf"))
+            self._landed[worker] = False
             try:
-                items = ray.get(reply)
-            except ray.exceptions.RayActorError as error:
+                items = ray.get(self._pending[worker][0])
+            except _actor_gone(ray) as error:
                 raise self._died(worker, error) from None
             except ray.exceptions.RayError as error:
                 raise _disconnected(error) from error
-            self._pending[worker] = self._actors[worker].take.remote()
+            # The next take() goes with the credit for this element (send), in one call.
+            self._pending[worker].popleft()
             buffered.extend(items)
         message: ToParent = unpack(buffered.popleft())
         return message
+
+    def _pending_reply(self, worker: int) -> Any:
+        """``worker``'s oldest take() call, made now if the parent had nothing to send."""
+        pending = self._pending[worker]
+        if not pending:
+            pending.append(self._actors[worker].take.remote(self._take_number(worker)))
+        return pending[0]
+
+    def _take_number(self, worker: int) -> int:
+        number = self._takes[worker]
+        self._takes[worker] = number + 1
+        return number
+
+    def _check_connected(self, ray: Any) -> None:
+        """Raises ClusterConnectionError once the head of the cluster has been silent too long."""
+        silent = self._health.lost(ray)
+        if silent is not None:
+            raise _disconnected(
+                None, f"the head of the cluster has not answered for {silent:.0f} s"
+            )
 
     def _died(self, worker: int, error: BaseException) -> WorkerDiedError:
         pid, node = self._where(worker)
@@ -167,7 +218,7 @@ class RayGroup:
         self._finalizer()
 
 
-def _kill(actors: list[Any], creator: int) -> None:
+def _kill(actors: list[Any], creator: int, health: ClusterHealth) -> None:
     if os.getpid() != creator or not actors:
         return  # a forked child leaves its parent's actors alone
     try:
@@ -178,9 +229,19 @@ def _kill(actors: list[Any], creator: int) -> None:
         actors.clear()  # (ray.kill now would start a new local instance)
         return
     for actor in actors:
+        if health.is_lost:  # ray.kill goes through the head: ask the actor itself to end
+            with contextlib.suppress(Exception):
+                actor.quit.remote()
         with contextlib.suppress(Exception):
             ray.kill(actor, no_restart=True)
     actors.clear()
+
+
+def _actor_gone(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors for a call whose actor died: killed, crashed, out of memory, node lost."""
+    errors = ray.exceptions
+    names = ("RayActorError", "OutOfMemoryError", "WorkerCrashedError", "NodeDiedError")
+    return tuple(getattr(errors, name) for name in names if hasattr(errors, name))
 
 
 def _wait(ray: Any, reply: Any, timeout: float) -> bool:
@@ -194,8 +255,10 @@ def _wait(ray: Any, reply: Any, timeout: float) -> bool:
     return bool(done)
 
 
-def _disconnected(error: BaseException | None) -> ClusterConnectionError:
-    cause = "" if error is None else f" ({' '.join(str(error).split())[:_REASON_CHARS]})"
+def _disconnected(error: BaseException | None, why: str = "") -> ClusterConnectionError:
+    if error is not None:
+        why = " ".join(str(error).split())[:_REASON_CHARS]
+    cause = f" ({why})" if why else ""
     return ClusterConnectionError(
         f"The connection to the Ray cluster running this loader's workers was lost{cause}. The "
         f"iterator stops; when the cluster is back, set_state(iterator.get_state()) on a new "
