@@ -14,9 +14,9 @@ import grain as real_grain
 import pytest
 
 import grainlite
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step
-from grainlite_tests.llm_pipeline import BATCH_SIZE, MAX_LENGTH, pipeline
-from grainlite_tests.packing_data import run
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
+from grainlite_tests.support.llm_pipeline import BATCH_SIZE, MAX_LENGTH, pipeline
+from grainlite_tests.support.packing_data import run
 
 pytestmark = pytest.mark.timeout(180)
 absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18's mp_prefetch reads absl flags (its bug #1355)

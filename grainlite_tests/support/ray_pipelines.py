@@ -124,3 +124,11 @@ def node_of(element: Any) -> dict[str, Any]:
     import ray
 
     return {"element": element, "node": ray.get_runtime_context().get_node_id()}
+
+
+def assert_same_run(ours: list[tuple[Any, Any]], theirs: list[tuple[Any, Any]]) -> None:
+    """Two runs of ``run_with_states`` gave the same elements and the same states."""
+    assert len(ours) == len(theirs)
+    for (a, state_a), (b, state_b) in zip(ours, theirs):
+        assert same(a, b)
+        assert state_a == state_b
