@@ -55,7 +55,13 @@ def _flipped(tmp: Path) -> Path:
     return path
 
 
-def _read_damaged(tmp: Path, workers: int) -> str:
+@scenario(
+    "Corrupted data",
+    "ArrayRecord file with flipped bytes, W={workers}",
+    "error names file+record",
+    workers=(0, 2),
+)
+def flipped_bytes(tmp: Path, workers: int) -> str:
     path = _flipped(tmp)
     source = grain.ArrayRecordDataSource([str(path)])
     loader = grain.DataLoader(
@@ -74,16 +80,6 @@ def _read_damaged(tmp: Path, workers: int) -> str:
     assert "inspect --verify" in str(error)
     assert delivered == RECORDS[: len(delivered)], "garbage was delivered as data"
     return f"CorruptedDataError naming the file and record 1 after {seconds:.2f} s"
-
-
-@scenario("Corrupted data", "ArrayRecord file with flipped bytes, W=0", "error names file+record")
-def flipped_bytes_in_process(tmp: Path) -> str:
-    return _read_damaged(tmp, 0)
-
-
-@scenario("Corrupted data", "ArrayRecord file with flipped bytes, W=2", "error names file+record")
-def flipped_bytes_in_workers(tmp: Path) -> str:
-    return _read_damaged(tmp, 2)
 
 
 def _refused(path: str | list[str], kind: type[BaseException], *needles: str) -> str:
@@ -339,7 +335,13 @@ def one_record(tmp: Path) -> str:
 HUGE_SHUFFLE_MB = 16
 
 
-def _huge_shuffle(workers: int) -> str:
+@scenario(
+    "Samplers",
+    "2**40 records shuffled: the first element, W={workers}",
+    "bounded time and memory",
+    workers=(0, 2),
+)
+def huge_shuffle(tmp: Path, workers: int) -> str:
     outcome = job_outcome(start_job("huge_shuffle", str(workers)), 60)
     assert outcome["element"] == outcome["expected"], outcome
     assert outcome["seconds"] < 2, f"the first element took {outcome['seconds']:.2f} s"
@@ -349,16 +351,6 @@ def _huge_shuffle(workers: int) -> str:
         f"first element in {outcome['seconds'] * 1000:.0f} ms; peak RSS grew "
         f"{grown['parent']:.1f} MB in the parent, {grown['workers']:.1f} MB in the workers"
     )
-
-
-@scenario("Samplers", "2**40 records shuffled: the first element, W=0", "bounded time and memory")
-def huge_shuffle(tmp: Path) -> str:
-    return _huge_shuffle(0)
-
-
-@scenario("Samplers", "2**40 records shuffled: the first element, W=2", "bounded time and memory")
-def huge_shuffle_in_workers(tmp: Path) -> str:
-    return _huge_shuffle(2)
 
 
 @scenario("Many and long", "20 loaders with 2 workers each alive, then closed", "no leak")
@@ -385,7 +377,13 @@ def twenty_loaders(tmp: Path) -> str:
 # --- Hostile checkpoints --------------------------------------------------------------------
 
 
-def _fuzz_set_state(workers: int) -> str:
+@scenario(
+    "Hostile checkpoints",
+    "set_state() with 65 damaged states, W={workers}",
+    "clear error, bounded",
+    workers=(0, 2),
+)
+def fuzzed_states(tmp: Path, workers: int) -> str:
     import random
 
     loader = range_loader([], workers, n=20)
@@ -412,16 +410,6 @@ def _fuzz_set_state(workers: int) -> str:
         f"65 hostile states: {65 - accepted} refused with a ValueError (messages at most "
         f"{longest} characters), {accepted} still valid; slowest {slowest * 1000:.0f} ms"
     )
-
-
-@scenario("Hostile checkpoints", "set_state() with 65 damaged states, W=0", "clear error, bounded")
-def fuzzed_states_in_process(tmp: Path) -> str:
-    return _fuzz_set_state(0)
-
-
-@scenario("Hostile checkpoints", "set_state() with 65 damaged states, W=2", "clear error, bounded")
-def fuzzed_states_in_workers(tmp: Path) -> str:
-    return _fuzz_set_state(2)
 
 
 @scenario("Hostile checkpoints", "a saved index past the end of the sampler", "refused")

@@ -79,7 +79,13 @@ def build_tfds_dataset(data_dir: Path) -> str:
     return str(data_dir / "fault_tiny" / "1.0.0")
 
 
-def _tfds_missing_shard(tmp: Path, workers: int) -> str:
+@scenario(
+    "Corrupted data",
+    "a TFDS directory with a missing shard, W={workers}",
+    "error names the file",
+    workers=(0, 2),
+)
+def tfds_missing_shard(tmp: Path, workers: int) -> str:
     folder = build_tfds_dataset(tmp / "tfds")
     import tensorflow_datasets as tfds
 
@@ -104,16 +110,6 @@ def _tfds_missing_shard(tmp: Path, workers: int) -> str:
     intact = [int(source[key]["label"]) for key in range(10)]  # the records before the shard
     assert delivered == intact[: len(delivered)], f"garbage delivered: {delivered}"
     return f"CorruptedDataError naming the shard file and record key 10 ({seconds:.2f} s)"
-
-
-@scenario("Corrupted data", "a TFDS directory with a missing shard, W=0", "error names the file")
-def tfds_missing_shard_in_process(tmp: Path) -> str:
-    return _tfds_missing_shard(tmp, 0)
-
-
-@scenario("Corrupted data", "a TFDS directory with a missing shard, W=2", "error names the file")
-def tfds_missing_shard_in_workers(tmp: Path) -> str:
-    return _tfds_missing_shard(tmp, 2)
 
 
 # --- Many and long: several processes, each with many loaders -------------------------------
@@ -264,7 +260,13 @@ class KeysChange(grain.MapTransform):
         return {"a": element, "c" if element == 5 else "b": element}
 
 
-def _keys_change(workers: int) -> str:
+@scenario(
+    "Odd user code",
+    "dict keys change between elements into Batch, W={workers}",
+    "error names them",
+    workers=(0, 2),
+)
+def keys_change_into_batch(tmp: Path, workers: int) -> str:
     error, seconds = raised(lambda: list(range_loader([KeysChange(), grain.Batch(2)], workers)))
     assert isinstance(error, grain.GrainliteValueError), repr(error)
     # At W=0 the batch is records [4, 5]; at W=2 worker 1 batches its records [5, 7].
@@ -274,16 +276,6 @@ def _keys_change(workers: int) -> str:
     notes = " ".join(getattr(error, "__notes__", []))
     assert "operations[1] (Batch)" in notes and f"record key {last}." in notes, notes
     return f"GrainliteValueError naming the missing and extra keys and the record ({seconds:.2f} s)"
-
-
-@scenario("Odd user code", "dict keys change between elements into Batch, W=0", "error names them")
-def keys_change_into_batch(tmp: Path) -> str:
-    return _keys_change(0)
-
-
-@scenario("Odd user code", "dict keys change between elements into Batch, W=2", "error names them")
-def keys_change_into_batch_in_workers(tmp: Path) -> str:
-    return _keys_change(2)
 
 
 class FailsForOneKey:
@@ -298,7 +290,13 @@ class FailsForOneKey:
         return key
 
 
-def _fails_for_one_key(workers: int) -> str:
+@scenario(
+    "Odd user code",
+    "a source's __getitem__ raises for one key, W={workers}",
+    "note names the key",
+    workers=(0, 2),
+)
+def source_fails_for_one_key(tmp: Path, workers: int) -> str:
     delivered: list[int] = []
 
     def read_all() -> None:
@@ -313,16 +311,6 @@ def _fails_for_one_key(workers: int) -> str:
     assert "FailsForOneKey failed reading record key 5" in notes, notes
     assert delivered == list(range(len(delivered))) and len(delivered) <= 5, delivered
     return f"the source's KeyError, with a note naming record key 5 ({seconds:.2f} s)"
-
-
-@scenario("Odd user code", "a source's __getitem__ raises for one key, W=0", "note names the key")
-def source_fails_for_one_key(tmp: Path) -> str:
-    return _fails_for_one_key(0)
-
-
-@scenario("Odd user code", "a source's __getitem__ raises for one key, W=2", "note names the key")
-def source_fails_for_one_key_in_workers(tmp: Path) -> str:
-    return _fails_for_one_key(2)
 
 
 @scenario("Samplers", "a sampler of 0 records", "refused with a fix")

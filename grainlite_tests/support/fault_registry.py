@@ -10,6 +10,7 @@ imports them in order. Nothing here imports a scenario module.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -39,6 +40,7 @@ class Scenario:
     name: str
     promise: str
     run: Callable[[Path], str]
+    module: str  # the scenario module that registered it (fault_suite orders the table by it)
 
 
 SCENARIOS: list[Scenario] = []
@@ -61,11 +63,24 @@ def run_scenario(scenario: Scenario, tmp: Path) -> str:
             job.communicate()
 
 
-def scenario(group: str, name: str, promise: str) -> Callable[[Callable[[Path], str]], Any]:
-    """Registers ``run`` as a scenario of the suite."""
+def scenario(
+    group: str, name: str, promise: str, workers: tuple[int, ...] | None = None
+) -> Callable[[Callable[..., str]], Any]:
+    """Registers ``run`` as a scenario of the suite.
 
-    def register(run: Callable[[Path], str]) -> Callable[[Path], str]:
-        SCENARIOS.append(Scenario(group, name, promise, run))
+    With ``workers``, ``run(tmp, workers)`` is one scenario per worker count, in that order, each
+    named with ``{workers}`` in ``name`` replaced by the count (``"..., W={workers}"``).
+    """
+
+    def register(run: Callable[..., str]) -> Callable[..., str]:
+        if workers is None:
+            SCENARIOS.append(Scenario(group, name, promise, run, run.__module__))
+            return run
+        assert "{workers}" in name, f"{name!r} does not say where the worker count goes"
+        for count in workers:
+            named = name.replace("{workers}", str(count))
+            bound = functools.partial(run, workers=count)
+            SCENARIOS.append(Scenario(group, named, promise, bound, run.__module__))
         return run
 
     return register

@@ -35,7 +35,7 @@ SCENARIOS: list[Scenario] = [
     scenario
     for module in MODULES
     for scenario in fault_registry.SCENARIOS
-    if scenario.run.__module__ == module.__name__
+    if scenario.module == module.__name__
 ]
 assert len(SCENARIOS) == len(fault_registry.SCENARIOS), "a scenario module is missing from MODULES"
 
