@@ -14,14 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite.dataset.base import MapDataset
-from grainlite.errors import GrainliteError
+from grainlite.errors import UnsupportedTransformationError
 from grainlite.transforms.base import CLASS_KINDS
 from grainlite.transforms.batch import Batch
 from grainlite.transforms.kinds import METHODS
-
-
-class UnsupportedTransformationError(GrainliteError, NotImplementedError):
-    """``apply`` got something that is not a transformation it can apply (Grain's type)."""
 
 
 def _kind(transformation: Any) -> str | None:

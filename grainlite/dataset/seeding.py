@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError
-
-
-class NegativeRngIndexError(GrainliteError, OverflowError):
-    """A random node read at a negative index (an OverflowError, as Grain raises there)."""
+from grainlite.errors import (
+    GrainliteTypeError,
+    GrainliteValueError,
+    NegativeRngIndexError,
+)
 
 
 def check_seed(seed: Any, where: str) -> int:
