@@ -6,13 +6,16 @@ exception users of Grain already catch, so ``except ValueError`` keeps working a
     GrainliteError
     ├── GrainliteValueError (ValueError)      bad arguments, bad values
     │   ├── CheckpointMismatchError           a state that does not fit this loader
-    │   └── StateNotJSONError                 a state that is not JSON (json.JSONDecodeError)
-    ├── GrainliteTypeError (TypeError)        wrong kinds of objects
+    │   ├── StateNotJSONError                 a state that is not JSON (json.JSONDecodeError)
+    │   └── ...OutOfRange, ...Argument errors  also an IndexError or AssertionError, as in Grain
+    ├── GrainliteTypeError (TypeError)        wrong kinds of objects (UnknownLengthError)
     ├── GrainliteRuntimeError (RuntimeError)  the pipeline could not go on
     │   ├── WorkerDiedError                   a worker process ended without reporting
     │   └── LoaderClosedError                 use after close()
     ├── SharedMemoryFullError (OSError)       /dev/shm has no room for a buffer
-    └── MissingExtraError (ImportError)       an optional dependency is not installed
+    ├── MissingExtraError (ImportError)       an optional dependency is not installed
+    └── ... (NotImplementedError, IndexError, AttributeError, OverflowError, AssertionError)
+                                              where Grain raises that builtin
 
 Messages follow one rule: name the thing, show the value received, state the rule, say the fix.
 Every class here is also importable from ``grainlite`` (``except grain.GrainliteError:``).
@@ -89,6 +92,71 @@ class ResourceLimitError(GrainliteError, OSError):
 
 class MissingExtraError(GrainliteError, ImportError):
     """An optional dependency is missing; the message names the pip extra that installs it."""
+
+
+# Errors raised where Grain raises a builtin of another kind (IndexError, AssertionError,
+# NotImplementedError...): each derives from that builtin too, so Grain users' except clauses hold.
+# Each is raised by one module, and defined here with the rest of the tree.
+
+
+class RecordKeyOutOfRangeError(GrainliteValueError, IndexError):
+    """A record key outside a source's ``[0, len)``.
+
+    It is an IndexError, as a list raises, and a ValueError, as array_record's own
+    ``ArrayRecordDataSource`` raises, so code written against either keeps catching it.
+    """
+
+
+class RangeArgumentError(GrainliteValueError, AssertionError):
+    """Impossible ``RangeDataSource`` arguments.
+
+    An AssertionError because that is what Grain raises here; a ValueError because that is what
+    the problem is.
+    """
+
+
+class StateOutOfRangeError(GrainliteValueError, IndexError):
+    """A ``next_index`` outside ``[0, len(dataset)]``: an IndexError, as Grain raises."""
+
+
+class InterleaveArgumentError(GrainliteValueError, IndexError):
+    """A ``cycle_length`` below 1 or no datasets (Grain fails there with an IndexError)."""
+
+
+class MissingOutputSpecError(GrainliteValueError):
+    """A transform whose output spec is asked for but that has no ``output_spec`` method."""
+
+
+class UnknownLengthError(GrainliteTypeError):
+    """``len(loader)`` is not known in advance; the message says why."""
+
+
+class UnsupportedTransformationError(GrainliteError, NotImplementedError):
+    """``apply`` got something that is not a transformation it can apply (Grain's type)."""
+
+
+class ElementSpecNotKnownError(GrainliteError, NotImplementedError):
+    """A node whose element spec cannot be known without reading data."""
+
+
+class NoNextIndexError(GrainliteError, NotImplementedError):
+    """The iterator's position is not one element index (a filter, packing, a mix...)."""
+
+
+class SelectionIndexError(GrainliteError, IndexError):
+    """A selection map named a dataset that does not exist (an IndexError, as in Grain)."""
+
+
+class MissingFanOutError(GrainliteError, AttributeError):
+    """A transform without ``max_fan_out`` given to ``FlatMapMapDataset`` (AttributeError)."""
+
+
+class NegativeRngIndexError(GrainliteError, OverflowError):
+    """A random node read at a negative index (an OverflowError, as Grain raises there)."""
+
+
+class NotSequentialSliceError(GrainliteError, AssertionError):
+    """``set_slice`` on a source was asked for a strided slice (it takes sequential ones)."""
 
 
 SHOWN_CHARS = 200  # how much of a bad value an error message quotes

@@ -17,7 +17,7 @@ import grain as real_grain
 import pytest
 
 from grainlite import as_grain
-from grainlite_tests.test_dataset_tfrecord import RECORDS, _frame
+from grainlite_tests.support.tfrecord_frames import RECORDS, frame
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -213,7 +213,7 @@ print(json.dumps([first, state, rest, list(again)]))
 
 def test_maxtexts_tfrecord_subclasses_read_and_resume_as_under_grain(tmp_path):
     path = tmp_path / "records.tfrecord"
-    path.write_bytes(b"".join(_frame(record) for record in RECORDS))
+    path.write_bytes(b"".join(frame(record) for record in RECORDS))
     script = tmp_path / "maxtext_style.py"
     script.write_text(MAXTEXT_STYLE)
     ours = json.loads(_ok(_python("", str(script), "grainlite", str(path))))

@@ -18,7 +18,7 @@ import pytest
 
 import grainlite as grain
 from grainlite.errors import CheckpointMismatchError, GrainliteValueError
-from grainlite_tests.contracts import to_plain
+from grainlite_tests.support.contracts import to_plain
 
 ocp = pytest.importorskip("orbax.checkpoint")
 jax = pytest.importorskip("jax")
@@ -250,7 +250,7 @@ def test_a_pickle_in_the_state_file_is_rejected_and_never_executed(
 @pytest.fixture
 def peer():
     pytest.importorskip("grain")
-    from grainlite_tests import grain_peer
+    from grainlite_tests.support import grain_peer
 
     return grain_peer
 

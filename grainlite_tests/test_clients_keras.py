@@ -2,8 +2,8 @@
 gets grainlite, and ``model.fit``/``evaluate``/``predict`` on a MapDataset, an IterDataset under
 ``mp_prefetch(2)`` and a DataLoader train on exactly the batches the dataset yields, give the real
 Grain's numbers bit for bit, and a run restored from a saved iterator state trains on the same
-batches. Each program runs in a fresh interpreter (grainlite_tests/keras_client_job.py), where
-``grain`` is not imported yet."""
+batches. Each program runs in a fresh interpreter
+(grainlite_tests/support/keras_client_job.py), where ``grain`` is not imported yet."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ needs_keras = pytest.mark.skipif(
     importlib.util.find_spec("keras") is None, reason="keras is not installed (the keras extra)"
 )
 
-JOB = Path(__file__).with_name("keras_client_job.py")
+JOB = Path(__file__).parent / "support" / "keras_client_job.py"
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("map", "iter", "loader")
 

@@ -1,8 +1,8 @@
 """MaxText- and torchtitan-style trainers, written for ``import grain`` and run unchanged through
 ``install_as_grain()``: the same batches, the same checkpoint files and losses as under the real
 Grain 0.2.18, checkpoints that restore across the two libraries, and an exact resume. Each
-program runs in a fresh interpreter (grainlite_tests/maxtext_client_job.py,
-grainlite_tests/torchtitan_client_job.py), where ``grain`` is not imported yet."""
+program runs in a fresh interpreter (grainlite_tests/support/maxtext_client_job.py,
+grainlite_tests/support/torchtitan_client_job.py), where ``grain`` is not imported yet."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).parent
+HERE = Path(__file__).parent / "support"
 
 
 def _start(job: str, *args: str) -> subprocess.Popen[str]:

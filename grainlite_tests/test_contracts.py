@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import grainlite as grain
-from grainlite_tests.contracts import SlowReads, assert_same_output_for_any_read_options
+from grainlite_tests.support.contracts import SlowReads, assert_same_output_for_any_read_options
 
 pytestmark = pytest.mark.timeout(120)
 

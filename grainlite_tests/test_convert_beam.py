@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grainlite_tests.convert_helpers import convert, folder_bytes
+from grainlite_tests.support.convert_helpers import convert, folder_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 BEAM_PYTHON = ROOT / ".venv-beam" / "bin" / "python"

@@ -16,7 +16,7 @@ from grainlite.__main__ import main
 from grainlite.errors import GrainliteValueError
 from grainlite.tools.convert import converter, manifest
 from grainlite.tools.convert.shards import shard_bounds
-from grainlite_tests.convert_helpers import convert, folder_bytes, read_back
+from grainlite_tests.support.convert_helpers import convert, folder_bytes, read_back
 
 pytestmark = pytest.mark.timeout(60)
 

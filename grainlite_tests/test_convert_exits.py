@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from grainlite.shm.names import identity
-from grainlite_tests.convert_helpers import convert, read_back
+from grainlite_tests.support.convert_helpers import convert, read_back
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,7 +7,7 @@ import pytest
 
 from grainlite.errors import GrainliteValueError
 from grainlite.tools.convert import converter
-from grainlite_tests.convert_helpers import assert_examples_equal, convert, read_back
+from grainlite_tests.support.convert_helpers import assert_examples_equal, convert, read_back
 
 pytestmark = pytest.mark.timeout(60)
 

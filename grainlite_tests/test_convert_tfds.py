@@ -8,7 +8,7 @@ from stand_in_data import build_imagenet_a
 
 from grainlite.errors import GrainliteValueError
 from grainlite.tools.convert import converter
-from grainlite_tests.convert_helpers import assert_examples_equal, convert, read_back
+from grainlite_tests.support.convert_helpers import assert_examples_equal, convert, read_back
 
 tfds = pytest.importorskip("tensorflow_datasets")
 pytestmark = pytest.mark.timeout(90)

@@ -11,7 +11,7 @@ import pytest
 
 import grainlite as grain
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, LoaderClosedError
-from grainlite_tests.contracts import (
+from grainlite_tests.support.contracts import (
     assert_resumes_at_every_step,
     assert_same_output_for_any_read_options,
     to_plain,

@@ -8,7 +8,7 @@ import pytest
 
 import grainlite.dataset as gd
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
 
 
 def _user_classes(lib):

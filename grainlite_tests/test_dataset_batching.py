@@ -15,7 +15,7 @@ import pytest
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.flat_map import FlatMapMapDataset
-from grainlite_tests.contracts import (
+from grainlite_tests.support.contracts import (
     assert_dataset_resumes_at_every_step,
     run_with_states,
     to_plain,

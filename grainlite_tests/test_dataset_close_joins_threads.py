@@ -72,7 +72,13 @@ def test_reading_array_record_with_16_threads_then_close_and_exit_never_aborts(t
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a busy core
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "grainlite_tests.close_exit_trials", str(path), str(TRIALS)],
+            [
+                sys.executable,
+                "-m",
+                "grainlite_tests.support.close_exit_trials",
+                str(path),
+                str(TRIALS),
+            ],
             cwd=ROOT,
             env=env,
             capture_output=True,

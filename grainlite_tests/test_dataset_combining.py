@@ -16,7 +16,7 @@ import pytest
 from grainlite.dataset.base import IterDataset, MapDataset
 from grainlite.dataset.mix_selection import MixSelection, integer_proportions
 from grainlite.transforms.selection import DatasetSelectionMap
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step, run_with_states
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, run_with_states
 
 OFFSET = 1_000_000  # dataset k holds k * OFFSET + i, so an element names its dataset and index
 

@@ -18,8 +18,8 @@ from grainlite.dataset.experimental.concat_then_split import (
     BOSHandling,
     ConcatThenSplitIterDataset,
 )
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step
-from grainlite_tests.packing_data import assert_rows_are_consistent, run, stream, tokens_of
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
+from grainlite_tests.support.packing_data import assert_rows_are_consistent, run, stream, tokens_of
 
 
 def _random_case(seed: int) -> tuple[list[int], int, dict]:

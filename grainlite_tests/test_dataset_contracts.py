@@ -11,8 +11,12 @@ import numpy as np
 import pytest
 
 import grainlite as grain
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step, to_plain
-from grainlite_tests.dataset_pipelines import add_noise, not_multiple_of_three, times_ten_plus_one
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, to_plain
+from grainlite_tests.support.dataset_pipelines import (
+    add_noise,
+    not_multiple_of_three,
+    times_ten_plus_one,
+)
 
 
 def _records(count: int) -> list[dict[str, Any]]:

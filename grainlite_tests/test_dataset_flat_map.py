@@ -14,7 +14,7 @@ import pytest
 from grainlite.dataset.base import MapDataset
 from grainlite.dataset.flat_map import FlatMapIterDataset, FlatMapMapDataset
 from grainlite.transforms import FlatMapTransform
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step, run_with_states
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, run_with_states
 
 
 class Split(grain.experimental.FlatMapTransform):

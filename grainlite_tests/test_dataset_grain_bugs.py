@@ -28,8 +28,8 @@ from leak_check import alive, live_children
 
 import grainlite as grain
 from grainlite import shm
-from grainlite_tests.contracts import SlowReads, to_plain
-from grainlite_tests.dataset_pipelines import (
+from grainlite_tests.support.contracts import SlowReads, to_plain
+from grainlite_tests.support.dataset_pipelines import (
     fail_at_five,
     jax_platform,
     not_multiple_of_three,
@@ -148,7 +148,7 @@ EXIT_SCRIPT = textwrap.dedent(
     import psutil
     import grainlite as grain
     from grainlite import shm
-    from grainlite_tests.contracts import SlowReads
+    from grainlite_tests.support.contracts import SlowReads
 
     how = sys.argv[1]
     options = grain.MultiprocessingOptions(num_workers=2)
@@ -290,7 +290,7 @@ NO_FLAGS_SCRIPT = textwrap.dedent(
     import json
     from absl import flags  # defined but never parsed, as in a script that does not use absl
     import grainlite as grain
-    from grainlite_tests.dataset_pipelines import where_it_runs
+    from grainlite_tests.support.dataset_pipelines import where_it_runs
 
     assert not flags.FLAGS.is_parsed()
     ds = grain.MapDataset.range(8).shuffle(seed=2).map(where_it_runs).to_iter_dataset()

@@ -28,7 +28,7 @@ from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.mp_prefetch import MultiprocessPrefetchDatasetIterator
 from grainlite.dataset.worker_pipeline import DatasetPipeline
 from grainlite.options import MultiprocessingOptions
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step, to_plain
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, to_plain
 
 pytestmark = pytest.mark.timeout(120)
 

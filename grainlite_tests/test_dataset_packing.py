@@ -18,8 +18,8 @@ import grainlite
 from grainlite.dataset.experimental.concat_then_split import ConcatThenSplitIterDataset
 from grainlite.dataset.experimental.packing import BestFitPackIterDataset, FirstFitPackIterDataset
 from grainlite.options import MultiprocessingOptions
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step, to_plain
-from grainlite_tests.packing_data import (
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, to_plain
+from grainlite_tests.support.packing_data import (
     assert_rows_are_consistent,
     run,
     sequence,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import grainlite
-from grainlite_tests.packing_data import run, sequence, stream
+from grainlite_tests.support.packing_data import run, sequence, stream
 
 PACKERS = ["FirstFitPackIterDataset", "BestFitPackIterDataset"]
 

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, Phase, assume, example, find, given, setting
 from hypothesis import strategies as st
 
 import grainlite as lite
-from grainlite_tests.contracts import to_plain
-from grainlite_tests.dataset_pipelines import (
+from grainlite_tests.support.contracts import to_plain
+from grainlite_tests.support.dataset_pipelines import (
     WORKER_COUNTS,
     Pipeline,
     add_noise,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import grainlite as grain
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step, to_plain
-from grainlite_tests.stream_checks import assert_matches_grain
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, to_plain
+from grainlite_tests.support.stream_checks import assert_matches_grain
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -157,15 +157,15 @@ def _stream_ops_pipeline():
     return grain.experimental.LimitIterDataset(ds, 13)
 
 
-def test_the_stream_nodes_together_resume_at_every_step_in_process():
-    assert_dataset_resumes_at_every_step(lambda: iter(_stream_ops_pipeline()))
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_stream_nodes_together_resume_in_process_and_under_mp_prefetch(workers):
+    def make():
+        if workers == 0:
+            return iter(_stream_ops_pipeline())
+        return iter(_stream_ops_pipeline().mp_prefetch(grain.MultiprocessingOptions(workers)))
 
-
-def test_the_stream_nodes_together_resume_under_mp_prefetch():
-    options = grain.MultiprocessingOptions(num_workers=2)
-    assert_dataset_resumes_at_every_step(
-        lambda: iter(_stream_ops_pipeline().mp_prefetch(options)), steps=[6]
-    )
+    # Under mp_prefetch every restore starts worker processes: one step there.
+    assert_dataset_resumes_at_every_step(make, steps=None if workers == 0 else [6])
 
 
 @pytest.mark.parametrize("drop_remainder", [False, True])

@@ -3,50 +3,27 @@ Grain's elements and states, CRC checks and damaged files."""
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 import grainlite as grain
 from grainlite.dataset.experimental import tfrecord
 from grainlite.errors import CorruptedDataError
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step
-from grainlite_tests.stream_checks import assert_matches_grain
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
+from grainlite_tests.support.stream_checks import assert_matches_grain
+from grainlite_tests.support.tfrecord_frames import RECORDS, crc32c, frame
 
 pytestmark = pytest.mark.timeout(60)
-
-RECORDS = [b"hello", b"", b"world!!", bytes(range(256)) * 5, b"\x00" * 3]
-
-
-def _crc32c(data: bytes) -> int:
-    """CRC-32C bit by bit (the test's own, independent of the module's table)."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def _masked(data: bytes) -> int:
-    crc = _crc32c(data)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _frame(record: bytes) -> bytes:
-    length = struct.pack("<Q", len(record))
-    return length + struct.pack("<I", _masked(length)) + record + struct.pack("<I", _masked(record))
 
 
 @pytest.fixture
 def records_file(tmp_path):
     path = tmp_path / "records.tfrecord"
-    path.write_bytes(b"".join(_frame(r) for r in RECORDS))
+    path.write_bytes(b"".join(frame(r) for r in RECORDS))
     return str(path)
 
 
 def test_crc32c_gives_the_standard_check_value():
-    assert tfrecord.crc32c(b"123456789") == 0xE3069283 == _crc32c(b"123456789")
+    assert tfrecord.crc32c(b"123456789") == 0xE3069283 == crc32c(b"123456789")
 
 
 def test_tfrecord_records_and_states_match_grain_and_restore_both_ways(records_file):
@@ -74,7 +51,7 @@ def test_tfrecord_resumes_under_mp_prefetch_with_one_worker(records_file):
 
 
 def test_a_damaged_length_is_caught_by_its_crc(tmp_path):
-    data = bytearray(_frame(b"abc") + _frame(b"defg"))
+    data = bytearray(frame(b"abc") + frame(b"defg"))
     data[19 + 3] ^= 0x01  # the second record's length field (the first frame is 19 bytes)
     path = tmp_path / "bad_length.tfrecord"
     path.write_bytes(bytes(data))
@@ -85,7 +62,7 @@ def test_a_damaged_length_is_caught_by_its_crc(tmp_path):
 
 
 def test_damaged_data_is_caught_where_a_crc32c_is_available(records_file, monkeypatch, tmp_path):
-    data = bytearray(_frame(b"abc"))
+    data = bytearray(frame(b"abc"))
     data[12] ^= 0xFF
     path = tmp_path / "bad_data.tfrecord"
     path.write_bytes(bytes(data))
@@ -111,7 +88,7 @@ def test_damaged_data_is_caught_where_a_crc32c_is_available(records_file, monkey
 )
 def test_a_truncated_file_is_a_value_error_naming_the_offset(tmp_path, keep, message):
     path = tmp_path / "short.tfrecord"
-    path.write_bytes(_frame(b"abc")[:keep])
+    path.write_bytes(frame(b"abc")[:keep])
     with (
         iter(grain.experimental.TFRecordIterDataset(str(path))) as iterator,
         pytest.raises(ValueError, match=message),

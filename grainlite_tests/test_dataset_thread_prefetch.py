@@ -11,8 +11,8 @@ import grain as real_grain
 import pytest
 
 import grainlite as grain
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step
-from grainlite_tests.stream_checks import assert_matches_grain
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
+from grainlite_tests.support.stream_checks import assert_matches_grain
 
 pytestmark = pytest.mark.timeout(60)
 

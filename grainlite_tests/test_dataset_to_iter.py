@@ -17,7 +17,7 @@ import grainlite
 import grainlite.dataset as gd
 from grainlite.dataset.base import MapDataset
 from grainlite.dataset.to_iter import PrefetchIterDataset, ToIterDataset
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
 
 THREAD_PREFIX = "grainlite-to-iter"
 

@@ -14,7 +14,7 @@ import grainlite.dataset as gd
 import grainlite.transforms as gt
 from grainlite.dataset import transforms
 from grainlite.dataset.base import MapDataset
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
 
 
 def _times10(x):

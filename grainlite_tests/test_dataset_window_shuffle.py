@@ -7,8 +7,8 @@ import grain as real_grain
 import pytest
 
 import grainlite as grain
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step
-from grainlite_tests.stream_checks import assert_matches_grain, rest_after, run
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
+from grainlite_tests.support.stream_checks import assert_matches_grain, rest_after, run
 
 pytestmark = pytest.mark.timeout(60)
 

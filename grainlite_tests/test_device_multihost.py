@@ -18,10 +18,10 @@ import pytest
 
 pytest.importorskip("jax")
 
-from grainlite_tests import device_multihost_job as job
-from grainlite_tests.test_multihost import free_port, run_processes
+from grainlite_tests.support import device_multihost_job as job
+from grainlite_tests.support.multihost import free_port, run_processes
 
-JOB = Path(__file__).with_name("device_multihost_job.py")
+JOB = Path(__file__).parent / "support" / "device_multihost_job.py"
 DEADLINE_S = 60.0
 
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import grainlite as grain
-from grainlite_tests import contracts
-from grainlite_tests.device_lab import DEVICE_COUNT, in_lab, lab_session
+from grainlite_tests.support import contracts
+from grainlite_tests.support.device_lab import DEVICE_COUNT, in_lab, lab_session
 
 pytest.importorskip("jax")
 

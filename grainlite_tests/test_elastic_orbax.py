@@ -20,11 +20,11 @@ import pytest
 pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
 
-from grainlite_tests import elastic_multihost_job as job
-from grainlite_tests.elastic_helpers import uninterrupted
-from grainlite_tests.test_multihost import free_port, run_processes
+from grainlite_tests.support import elastic_multihost_job as job
+from grainlite_tests.support.elastic_helpers import uninterrupted
+from grainlite_tests.support.multihost import free_port, run_processes
 
-JOB = Path(__file__).with_name("elastic_multihost_job.py")
+JOB = Path(__file__).parent / "support" / "elastic_multihost_job.py"
 DEADLINE_S = 60.0
 
 
@@ -75,7 +75,7 @@ def test_a_checkpoint_of_two_processes_restores_onto_another_count_exactly_once(
 
 def _write_two_process_checkpoint(folder: Path) -> list[int]:
     """The files two saving processes write (hosts simulated); returns what they delivered."""
-    from grainlite_tests.elastic_helpers import flatten, operations, save
+    from grainlite_tests.support.elastic_helpers import flatten, operations, save
 
     delivered, states = save(operations(job.SPEC, job.BATCH), 2, 0, list(job.SAVE_AFTER))
     folder.mkdir(parents=True)
@@ -86,7 +86,7 @@ def _write_two_process_checkpoint(folder: Path) -> list[int]:
 
 def test_the_handler_restores_a_checkpoint_of_two_processes_in_one(tmp_path):
     import grainlite as grain
-    from grainlite_tests.elastic_helpers import flatten, loader, operations
+    from grainlite_tests.support.elastic_helpers import flatten, loader, operations
 
     before = _write_two_process_checkpoint(tmp_path / "item")
     iterator = iter(loader(operations(job.SPEC, job.BATCH), 0, 1, 0))
@@ -101,7 +101,7 @@ def test_the_handler_restores_a_checkpoint_of_two_processes_in_one(tmp_path):
 def test_a_state_file_larger_than_the_limit_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
     import grainlite as grain
     from grainlite.checkpoint import orbax as handler_module
-    from grainlite_tests.elastic_helpers import loader, operations
+    from grainlite_tests.support.elastic_helpers import loader, operations
 
     _write_two_process_checkpoint(tmp_path / "item")
     monkeypatch.setattr(handler_module, "MAX_STATE_BYTES", 64)

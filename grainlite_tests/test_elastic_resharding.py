@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 import grainlite as grain
 from grainlite.errors import CheckpointMismatchError, GrainliteValueError
-from grainlite_tests import resharding_helpers as helpers
-from grainlite_tests.elastic_helpers import flatten
+from grainlite_tests.support import resharding_helpers as helpers
+from grainlite_tests.support.elastic_helpers import flatten
 
 pytestmark = pytest.mark.timeout(200)
 

@@ -22,11 +22,11 @@ import pytest
 pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
 
-from grainlite_tests import resharding_helpers as helpers
-from grainlite_tests import resharding_multihost_job as job
-from grainlite_tests.test_multihost import free_port, run_processes
+from grainlite_tests.support import resharding_helpers as helpers
+from grainlite_tests.support import resharding_multihost_job as job
+from grainlite_tests.support.multihost import free_port, run_processes
 
-JOB = Path(__file__).with_name("resharding_multihost_job.py")
+JOB = Path(__file__).parent / "support" / "resharding_multihost_job.py"
 DEADLINE_S = 150.0
 SAVE_WORKERS = {2: 0, 3: 2}
 # (saving process count, restoring process count, restoring workers; -1 alternates 0 and 2)

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import grainlite as grain
 from grainlite.errors import CheckpointMismatchError, GrainliteValueError
-from grainlite_tests import elastic_helpers as helpers
-from grainlite_tests.elastic_helpers import flatten, operations, resume, save, uninterrupted
+from grainlite_tests.support import elastic_helpers as helpers
+from grainlite_tests.support.elastic_helpers import flatten, operations, resume, save, uninterrupted
 
 pytestmark = pytest.mark.timeout(120)
 

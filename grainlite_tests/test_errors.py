@@ -10,7 +10,7 @@ import pytest
 
 import grainlite as lite
 from grainlite.errors import GrainliteError
-from grainlite_tests.grain_peer import real_grain
+from grainlite_tests.support.grain_peer import real_grain
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -3,42 +3,11 @@
 from __future__ import annotations
 
 import collections
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from grainlite import shm
-from grainlite_tests.pictures import cell_centres, drawn_share, read_png
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
-RUN_TIMEOUT_S = 240
-
-
-def run_example(script: str, *args: str) -> str:
-    """Runs ``examples/<script>`` in a new interpreter; returns its output, or fails with it."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(
-        [sys.executable, str(EXAMPLES / script), *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        output, _ = process.communicate()
-        pytest.fail(f"{script} ran longer than {RUN_TIMEOUT_S} s:\n{output}")
-    assert process.returncode == 0, f"{script} exited with {process.returncode}:\n{output}"
-    left = [name for name in shm.list_segments() if shm.owner_pid(name) == process.pid]
-    assert not left, f"{script} left shared memory behind: {left}"
-    return output
+from grainlite_tests.support.example_runs import run_example
+from grainlite_tests.support.pictures import cell_centres, drawn_share, read_png
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 
 import grainlite as grain
 from grainlite.errors import GrainliteRuntimeError, WorkerDiedError
-from grainlite_tests.contracts import to_plain
+from grainlite_tests.support.contracts import to_plain
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -139,7 +139,7 @@ def test_a_skip_list_is_written_only_while_a_batch_holds_elements_from_before_th
 
 def test_after_an_error_the_in_process_state_matches_grain_when_no_batch_is_held():
     real_grain = pytest.importorskip("grain.python")
-    import grainlite_tests.grain_peer  # noqa: F401  (marks grain's absl flags as parsed)
+    import grainlite_tests.support.grain_peer  # noqa: F401  (marks grain's absl flags as parsed)
 
     class GrainFailOn(real_grain.MapTransform):
         def map(self, x):

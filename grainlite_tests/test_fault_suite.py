@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grainlite_tests.fault_suite import SCENARIOS, Scenario, Unavailable, run_scenario
+from grainlite_tests.support.fault_suite import SCENARIOS, Scenario, Unavailable, run_scenario
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, example, find, given, settings
 from hypothesis import strategies as st
 
-from grainlite_tests.contracts import run_with_states, to_plain
-from grainlite_tests.grain_peer import Config, EndlessWithoutOutputError
+from grainlite_tests.support.contracts import run_with_states, to_plain
+from grainlite_tests.support.grain_peer import Config, EndlessWithoutOutputError
 
 OPS = ("map", "random_map", "filter", "flat_map", "batch")
 WORKER_COUNTS = (0, 1, 2, 3)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from grainlite.__main__ import main
-from grainlite_tests.convert_helpers import convert
+from grainlite_tests.support.convert_helpers import convert
 
 pytestmark = pytest.mark.timeout(60)
 

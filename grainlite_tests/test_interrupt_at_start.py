@@ -3,7 +3,7 @@
 A SIGINT in the first milliseconds of iteration used to be swallowed about one time in ten
 under load (the loop went on loading): the first element was made in the training process,
 where a first-use import (NumPy's random module, a C extension) swallowed the KeyboardInterrupt
-raised inside it. ``grainlite_tests.interrupt_job`` runs 60 trials, each in a fresh forked
+raised inside it. ``grainlite_tests.support.interrupt_job`` runs 60 trials, each in a fresh forked
 process, with SIGINT 1 to 30 ms into the loop, while another process keeps a core busy.
 """
 
@@ -27,7 +27,7 @@ def test_every_sigint_in_the_first_30_ms_ends_the_loop_and_leaves_no_worker_or_s
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         job = subprocess.run(
-            [sys.executable, "-m", "grainlite_tests.interrupt_job", str(TRIALS), "27"],
+            [sys.executable, "-m", "grainlite_tests.support.interrupt_job", str(TRIALS), "27"],
             capture_output=True,
             text=True,
             timeout=150,

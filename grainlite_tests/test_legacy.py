@@ -16,8 +16,8 @@ import pytest
 
 import grainlite as lite
 from grainlite.transforms import legacy
-from grainlite_tests.contracts import run_with_states
-from grainlite_tests.grain_peer import TRANSFORMS
+from grainlite_tests.support.contracts import run_with_states
+from grainlite_tests.support.grain_peer import TRANSFORMS
 
 LIBRARIES = {"lite": legacy, "grain": real_grain}
 

@@ -16,7 +16,7 @@ import pytest
 from leak_check import alive
 
 from grainlite import shm
-from grainlite_tests.test_examples import run_example
+from grainlite_tests.support.example_runs import run_example
 
 NUM_RECORDS, EPOCHS, BATCHES, SEED = 48, 4, 6, 7
 

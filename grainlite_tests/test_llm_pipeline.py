@@ -14,9 +14,9 @@ import grain as real_grain
 import pytest
 
 import grainlite
-from grainlite_tests.contracts import assert_dataset_resumes_at_every_step
-from grainlite_tests.llm_pipeline import BATCH_SIZE, MAX_LENGTH, pipeline
-from grainlite_tests.packing_data import run
+from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
+from grainlite_tests.support.llm_pipeline import BATCH_SIZE, MAX_LENGTH, pipeline
+from grainlite_tests.support.packing_data import run
 
 pytestmark = pytest.mark.timeout(180)
 absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18's mp_prefetch reads absl flags (its bug #1355)
@@ -67,12 +67,12 @@ def test_a_grainlite_checkpoint_restores_in_grain_in_process(step):
     assert run(theirs)[0] == batches[step:]
 
 
-def test_grainlites_pipeline_resumes_at_every_step_in_process():
-    assert_dataset_resumes_at_every_step(lambda: iter(pipeline(grainlite, workers=0)))
+@pytest.mark.parametrize("workers", [0, 2])
+def test_grainlites_pipeline_resumes_at_every_step_in_process_and_under_mp_prefetch(workers):
+    # Under mp_prefetch every restore starts worker processes: a shorter stream and one step.
+    count, steps = (90, None) if workers == 0 else (20, [2])
 
-
-def test_grainlites_pipeline_resumes_under_mp_prefetch():
     def make() -> Any:
-        return iter(pipeline(grainlite, workers=2, count=20))
+        return iter(pipeline(grainlite, workers=workers, count=count))
 
-    assert_dataset_resumes_at_every_step(make, steps=[2])
+    assert_dataset_resumes_at_every_step(make, steps=steps)

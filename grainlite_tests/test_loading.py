@@ -8,8 +8,8 @@ import json
 import pytest
 
 import grainlite as lite
-from grainlite_tests import grain_peer
-from grainlite_tests.contracts import run_with_states
+from grainlite_tests.support import grain_peer
+from grainlite_tests.support.contracts import run_with_states
 
 real_grain = grain_peer.real_grain
 

@@ -14,8 +14,8 @@ import pytest
 
 import grainlite
 import grainlite.python  # as the test imports grain.python: the attribute appears
-from grainlite_tests import grain_names
-from grainlite_tests.grain_names import FIX, LEFT_OUT, NAMESPACES, NOT_YET, SAME, TABLE
+from grainlite_tests.support import grain_names
+from grainlite_tests.support.grain_names import FIX, LEFT_OUT, NAMESPACES, NOT_YET, SAME, TABLE
 
 real_grain = pytest.importorskip("grain")
 pytest.importorskip("grain.python")
@@ -129,7 +129,7 @@ def test_the_grain_python_spelling_gives_the_top_level_objects():
 def test_the_docs_page_is_generated_from_the_table():
     text = grain_names.PAGE.read_text()
     assert grain_names.generated_part(text) == grain_names.render(), (
-        "docs/grain_names.md is stale: run `python -m grainlite_tests.grain_names`"
+        "docs/grain_names.md is stale: run `python -m grainlite_tests.support.grain_names`"
     )
 
 

@@ -11,8 +11,8 @@ import pytest
 
 import grainlite
 from grainlite.transforms.pack_and_batch import PackAndBatchOperation
-from grainlite_tests.contracts import to_plain
-from grainlite_tests.packing_data import sequence
+from grainlite_tests.support.contracts import to_plain
+from grainlite_tests.support.packing_data import sequence
 
 absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18's DataLoader reads absl flags
 

@@ -16,20 +16,9 @@ from leak_check import alive
 
 import grainlite as grain
 from grainlite import shm
+from grainlite_tests.support.busy import BusyFor
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class BusyFor(grain.MapTransform):
-    """Marks that it started (a file per worker), then stays busy far longer than any test."""
-
-    def __init__(self, marks: str) -> None:
-        self.marks = marks
-
-    def map(self, x):
-        Path(self.marks, str(os.getpid())).touch()
-        time.sleep(60)
-        return x
 
 
 def _wait_for(condition, timeout: float = 30.0) -> None:
@@ -65,7 +54,7 @@ _SECOND_CTRL_C = textwrap.dedent(
     import os, sys, time
     from pathlib import Path
     import grainlite as grain
-    from grainlite_tests.test_process_group import BusyFor
+    from grainlite_tests.support.busy import BusyFor
 
     marks = sys.argv[1]
     loader = grain.DataLoader(

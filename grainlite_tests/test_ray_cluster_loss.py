@@ -50,7 +50,7 @@ import json, sys, time
 import ray
 import grainlite as grain
 from grainlite.ray import RayWorkers
-from grainlite_tests import ray_pipelines as rp
+from grainlite_tests.support import ray_pipelines as rp
 
 def say(**fields):
     print("REPORT " + json.dumps(fields), flush=True)
@@ -82,7 +82,7 @@ import json, time
 import ray
 import grainlite as grain
 from grainlite.ray import RayWorkers
-from grainlite_tests import ray_pipelines as rp
+from grainlite_tests.support import ray_pipelines as rp
 
 options = grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2)
 ds = grain.MapDataset.range(200).repeat(1000).map(rp.large_array).to_iter_dataset()

@@ -14,8 +14,7 @@ import pytest
 import grainlite as grain
 from grainlite.errors import GrainliteValueError, WorkerDiedError
 from grainlite.ray import RayWorkers
-from grainlite_tests import ray_pipelines as rp
-from grainlite_tests.test_ray_workers import assert_same_run
+from grainlite_tests.support import ray_pipelines as rp
 
 ray = pytest.importorskip("ray", reason="the ray extra (pip install 'grainlite[ray]')")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -62,7 +61,7 @@ def test_the_dataset_api_on_the_cpu_node_gives_the_elements_and_states_of_local_
     local = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS)))
     backend = RayWorkers(2, resources=ON_THE_CPU_NODE)
     remote = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS, backend=backend)))
-    assert_same_run(remote, local)
+    rp.assert_same_run(remote, local)
 
 
 def test_the_data_loader_on_the_cpu_node_gives_the_elements_and_states_of_local_workers(records):
@@ -71,10 +70,10 @@ def test_the_data_loader_on_the_cpu_node_gives_the_elements_and_states_of_local_
     with iter(loader) as it:
         remote = rp.run_with_states(it, limit=5)
         saved = remote[-1][1]
-    assert_same_run(remote, local[:5])
+    rp.assert_same_run(remote, local[:5])
     with iter(rp.loader(records, worker_count=2)) as it:
         it.set_state(saved)
-        assert_same_run(rp.run_with_states(it), local[5:])
+        rp.assert_same_run(rp.run_with_states(it), local[5:])
 
 
 # Last: it removes the CPU node.

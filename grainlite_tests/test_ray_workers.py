@@ -25,7 +25,7 @@ from grainlite.errors import (
     WorkerDiedError,
 )
 from grainlite.ray import RayWorkers
-from grainlite_tests import ray_pipelines as rp
+from grainlite_tests.support import ray_pipelines as rp
 
 ray = pytest.importorskip("ray", reason="the ray extra (pip install 'grainlite[ray]')")
 
@@ -66,19 +66,12 @@ def wait_until_gone(pids: list[int], seconds: float = 30.0) -> list[int]:
     return [p for p in pids if alive(p)]
 
 
-def assert_same_run(ours, theirs):
-    assert len(ours) == len(theirs)
-    for (a, state_a), (b, state_b) in zip(ours, theirs):
-        assert rp.same(a, b)
-        assert state_a == state_b
-
-
 # Same elements, order and states ---------------------------------------------------------------
 def test_mp_prefetch_on_ray_actors_gives_the_elements_order_and_states_of_local_workers():
     local = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS)))
     remote = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2))))
     assert len(local) > 10
-    assert_same_run(remote, local)
+    rp.assert_same_run(remote, local)
 
 
 def test_a_dataset_state_restores_from_ray_actors_onto_local_workers_and_back():
@@ -88,11 +81,11 @@ def test_a_dataset_state_restores_from_ray_actors_onto_local_workers_and_back():
         saved = rp.run_with_states(it, limit=4)[-1][1]
     with iter(rp.dataset().mp_prefetch(OPTIONS)) as it:
         it.set_state(saved)
-        assert_same_run(rp.run_with_states(it), whole[4:])
+        rp.assert_same_run(rp.run_with_states(it), whole[4:])
     saved_locally = whole[6][1]
     with iter(ray_ds) as it:
         it.set_state(saved_locally)
-        assert_same_run(rp.run_with_states(it), whole[7:])
+        rp.assert_same_run(rp.run_with_states(it), whole[7:])
 
 
 def test_the_data_loader_on_ray_actors_gives_the_elements_order_and_states_of_local_workers(
@@ -101,7 +94,7 @@ def test_the_data_loader_on_ray_actors_gives_the_elements_order_and_states_of_lo
     local = rp.run_with_states(iter(rp.loader(records, worker_count=2)))
     remote = rp.run_with_states(iter(rp.loader(records, backend=RayWorkers(num_workers=2))))
     assert len(local) > 10
-    assert_same_run(remote, local)
+    rp.assert_same_run(remote, local)
 
 
 def test_a_loader_state_restores_across_backends_and_onto_another_worker_count(records):
@@ -111,17 +104,17 @@ def test_a_loader_state_restores_across_backends_and_onto_another_worker_count(r
         saved = rp.run_with_states(it, limit=3)[-1][1]
     with iter(rp.loader(records, worker_count=2)) as it:
         it.set_state(saved)
-        assert_same_run(rp.run_with_states(it), whole[3:])
+        rp.assert_same_run(rp.run_with_states(it), whole[3:])
     with iter(on_ray) as it:
         it.set_state(whole[5][1])
-        assert_same_run(rp.run_with_states(it), whole[6:])
+        rp.assert_same_run(rp.run_with_states(it), whole[6:])
     # Elastic: the Ray state onto one worker, on Ray and locally, gives the same rest.
     with iter(rp.loader(records, worker_count=1)) as it:
         it.set_state(saved)
         on_one_local = rp.run_with_states(it)
     with iter(rp.loader(records, backend=RayWorkers(1))) as it:
         it.set_state(saved)
-        assert_same_run(rp.run_with_states(it), on_one_local)
+        rp.assert_same_run(rp.run_with_states(it), on_one_local)
     assert on_one_local
 
 
@@ -174,7 +167,7 @@ def test_an_actor_killed_mid_epoch_is_named_within_seconds_and_the_state_resumes
             next(it)
     assert time.monotonic() - killed < 10
     it.set_state(before[-1][1])  # new actors, from the last element delivered
-    assert_same_run(rp.run_with_states(it), whole[3:])
+    rp.assert_same_run(rp.run_with_states(it), whole[3:])
     it.close()
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks import faults
-from grainlite_tests.fault_suite import SCENARIOS
+from grainlite_tests.support.fault_suite import SCENARIOS
 
 
 def test_every_scenario_of_the_suite_has_a_row_in_the_published_table():

@@ -7,7 +7,7 @@ import pytest
 import grainlite as grain
 import grainlite.torch.options as options_module
 from grainlite.torch import TorchDataLoader
-from grainlite_tests.torch_records import records
+from grainlite_tests.support.torch_records import records
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,7 +6,7 @@ import pytest
 
 import grainlite as grain
 from grainlite.torch.plan import Plan, Settings, check_steps
-from grainlite_tests.torch_records import KeepEven, records
+from grainlite_tests.support.torch_records import KeepEven, records
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,7 +7,7 @@ from leak_check import live_children
 
 import grainlite as grain
 from grainlite.torch import TorchDataLoader
-from grainlite_tests.torch_records import KeepEven, records
+from grainlite_tests.support.torch_records import KeepEven, records
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grainlite.torch import ShardByTorchRank
-from grainlite_tests.test_examples import run_example
+from grainlite_tests.support.example_runs import run_example
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +39,11 @@ def test_shard_by_jax_process_never_imports_torch_itself():
 def test_two_gloo_ranks_get_their_own_shards_gather_filtered_states_and_jax_warns_once(tmp_path):
     out = tmp_path / "ranks.json"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "grainlite_tests" / "torch_ranks_job.py"), str(out)],
+        [
+            sys.executable,
+            str(ROOT / "grainlite_tests" / "support" / "torch_ranks_job.py"),
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=220,

@@ -11,7 +11,7 @@ import torch
 import grainlite as grain
 from grainlite.torch import TorchDataLoader
 from grainlite.torch.tensors import PinningThread, can_pin, to_tensors
-from grainlite_tests.torch_records import records
+from grainlite_tests.support.torch_records import records
 
 pytestmark = pytest.mark.timeout(60)
 

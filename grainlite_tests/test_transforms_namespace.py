@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import grainlite as lite
-from grainlite_tests import grain_peer
-from grainlite_tests.contracts import run_with_states
+from grainlite_tests.support import grain_peer
+from grainlite_tests.support.contracts import run_with_states
 
 real_grain = grain_peer.real_grain
 import grain as real_grain_root  # noqa: E402  (grain_peer marks absl flags as parsed first)

@@ -11,7 +11,7 @@ import pytest
 import grainlite as grain
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.tools import one_batch, show_batch
-from grainlite_tests.pictures import colour_area, dark_pixels, drawn_share, read_png
+from grainlite_tests.support.pictures import colour_area, dark_pixels, drawn_share, read_png
 
 # Tiles are drawn at 100 dpi in cells of about 2 inches: a drawn image covers thousands of pixels.
 TILE_AREA = 2000

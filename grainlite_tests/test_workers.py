@@ -17,8 +17,12 @@ from leak_check import alive
 import grainlite as grain
 from grainlite import shm
 from grainlite.errors import WorkerDiedError
-from grainlite_tests.contracts import assert_resumes_at_every_step, run_with_states, to_plain
-from grainlite_tests.grain_peer import Config
+from grainlite_tests.support.contracts import (
+    assert_resumes_at_every_step,
+    run_with_states,
+    to_plain,
+)
+from grainlite_tests.support.grain_peer import Config
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -277,7 +281,7 @@ class RefusesPickling:
 
 
 def test_an_unpicklable_part_raises_its_own_error_with_a_note_naming_it_as_grain_does():
-    from grainlite_tests.grain_peer import real_grain
+    from grainlite_tests.support.grain_peer import real_grain
 
     def build(g):
         return g.DataLoader(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from grainlite_tests.fault_dataset_scenarios import STARTING_JOB, processes_with
+from grainlite_tests.support.fault_dataset_scenarios import STARTING_JOB, processes_with
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,14 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite.dataset.base import MapDataset
-from grainlite.errors import GrainliteError, shown
+from grainlite.errors import UnsupportedTransformationError, shown
 from grainlite.transforms.base import CLASS_KINDS, TfRandomMap
 from grainlite.transforms.batch import Batch
 from grainlite.transforms.kinds import METHODS
-
-
-class UnsupportedTransformationError(GrainliteError, NotImplementedError):
-    """``apply`` got something that is not a transformation it can apply (Grain's type)."""
 
 
 def _kind(transformation: Any) -> str | None:

@@ -34,7 +34,12 @@ from grainlite.dataset.mix_iter import MixedDatasetIterator, MixedIterDataset
 from grainlite.dataset.mix_selection import MixSelection, integer_proportions, mixed_length
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
-from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError, clipped
+from grainlite.errors import (
+    GrainliteTypeError,
+    GrainliteValueError,
+    SelectionIndexError,
+    clipped,
+)
 
 __all__ = [
     "ConcatenateMapDataset",
@@ -44,10 +49,6 @@ __all__ = [
     "SelectionIndexError",
     "SelectionMapDataset",
 ]
-
-
-class SelectionIndexError(GrainliteError, IndexError):
-    """A selection map named a dataset that does not exist (an IndexError, as in Grain)."""
 
 
 def _check_map_datasets(datasets: Any, method: str) -> tuple[MapDataset, ...]:

@@ -25,7 +25,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from grainlite.errors import GrainliteError, GrainliteValueError
+from grainlite.errors import (
+    ElementSpecNotKnownError,
+    MissingOutputSpecError,
+)
 
 
 @runtime_checkable
@@ -45,14 +48,6 @@ class ShapeDtypeStruct:
 
     shape: tuple[int | None, ...]
     dtype: Any
-
-
-class ElementSpecNotKnownError(GrainliteError, NotImplementedError):
-    """A node whose element spec cannot be known without reading data."""
-
-
-class MissingOutputSpecError(GrainliteValueError):
-    """A transform whose output spec is asked for but that has no ``output_spec`` method."""
 
 
 _PASS_THROUGH = frozenset(

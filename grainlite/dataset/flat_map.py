@@ -32,11 +32,12 @@ import numpy as np
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
-from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError, shown
-
-
-class MissingFanOutError(GrainliteError, AttributeError):
-    """A transform without ``max_fan_out`` given to ``FlatMapMapDataset`` (AttributeError)."""
+from grainlite.errors import (
+    GrainliteTypeError,
+    GrainliteValueError,
+    MissingFanOutError,
+    shown,
+)
 
 
 def _flat_map_function(transform: Any) -> Any:

@@ -12,11 +12,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from grainlite.errors import GrainliteError, GrainliteTypeError
-
-
-class NoNextIndexError(GrainliteError, NotImplementedError):
-    """The iterator's position is not one element index (a filter, packing, a mix...)."""
+from grainlite.errors import GrainliteTypeError, NoNextIndexError
 
 
 def _index_state(iterator: Any) -> dict[str, Any] | None:

@@ -29,11 +29,12 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError, shown
-
-
-class NegativeRngIndexError(GrainliteError, OverflowError):
-    """A random node read at a negative index (an OverflowError, as Grain raises there)."""
+from grainlite.errors import (
+    GrainliteTypeError,
+    GrainliteValueError,
+    NegativeRngIndexError,
+    shown,
+)
 
 
 def check_seed(seed: Any, where: str) -> int:

@@ -16,11 +16,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import MapDataset
-from grainlite.errors import GrainliteError, GrainliteTypeError
-
-
-class NotSequentialSliceError(GrainliteError, AssertionError):
-    """``set_slice`` on a source was asked for a strided slice (it takes sequential ones)."""
+from grainlite.errors import GrainliteTypeError, NotSequentialSliceError
 
 
 def sequential_share(sl: builtins.slice, length: int) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from typing import Any
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
 from grainlite.dataset.read_ahead import BlockReader, ElementReadError
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateOutOfRangeError
 from grainlite.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
 
@@ -74,10 +74,6 @@ def _check_read_options(read_options: Any) -> Any:
             "prefetch_buffer_size=...) or leave it out for the defaults."
         )
     return read_options
-
-
-class StateOutOfRangeError(GrainliteValueError, IndexError):
-    """A ``next_index`` outside ``[0, len(dataset)]``: an IndexError, as Grain raises."""
 
 
 class PrefetchIterDataset(IterDataset):

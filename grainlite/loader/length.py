@@ -14,11 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from grainlite.errors import GrainliteTypeError
-
-
-class UnknownLengthError(GrainliteTypeError):
-    """``len(loader)`` is not known in advance; the message says why."""
+from grainlite.errors import UnknownLengthError
 
 
 def _records_per_process(pipeline: Any, worker_count: int) -> list[int]:

@@ -13,7 +13,7 @@ from typing import Any, Protocol, SupportsIndex, TypeVar, runtime_checkable
 
 import numpy as np
 
-from grainlite.errors import GrainliteValueError
+from grainlite.errors import RecordKeyOutOfRangeError
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -34,14 +34,6 @@ class RandomAccessDataSource(Protocol[T_co]):
     def __getitem__(self, key: SupportsIndex, /) -> T_co:
         """The record stored under ``key``."""
         ...
-
-
-class RecordKeyOutOfRangeError(GrainliteValueError, IndexError):
-    """A record key outside a source's ``[0, len)``.
-
-    It is an IndexError, as a list raises, and a ValueError, as array_record's own
-    ``ArrayRecordDataSource`` raises, so code written against either keeps catching it.
-    """
 
 
 def int64_keys(keys: Any) -> np.ndarray | None:

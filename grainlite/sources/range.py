@@ -13,18 +13,10 @@ from typing import Any, SupportsIndex
 
 import numpy as np
 
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteTypeError, RangeArgumentError
 from grainlite.sources.protocol import key_out_of_range
 
 _INT64_MAX = np.iinfo(np.int64).max
-
-
-class RangeArgumentError(GrainliteValueError, AssertionError):
-    """Impossible ``RangeDataSource`` arguments.
-
-    An AssertionError because that is what Grain raises here; a ValueError because that is what
-    the problem is.
-    """
 
 
 def _as_int(name: str, value: Any) -> int:

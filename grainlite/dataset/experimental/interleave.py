@@ -29,11 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
-
-
-class InterleaveArgumentError(GrainliteValueError, IndexError):
-    """A ``cycle_length`` below 1 or no datasets (Grain fails there with an IndexError)."""
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, InterleaveArgumentError
 
 
 def _as_iter_dataset(dataset: Any, position: int) -> IterDataset:

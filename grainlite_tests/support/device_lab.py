@@ -30,7 +30,7 @@ from typing import IO, Any
 
 LAB_ENV = "GRAINLITE_DEVICE_LAB"
 DEVICE_COUNT = 8
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 _current: Lab | None = None
 
@@ -59,7 +59,7 @@ class Lab:
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={DEVICE_COUNT}"
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "examples")])
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "grainlite_tests.device_lab"],
+            [sys.executable, "-m", "grainlite_tests.support.device_lab"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

@@ -1,15 +1,5 @@
-"""The fault suite: grainlite tried as a hostile user and as a failing machine would.
-
-Each scenario builds a real fault (a damaged ArrayRecord file, a full or read-only ``/dev/shm``,
-SIGTERM to a running job, a forked child that exits...) and asserts the promise it must keep:
-a clear error naming the problem, within seconds, nothing delivered wrong, nothing left behind.
-``test_fault_suite.py`` runs every scenario as a test; ``python -m benchmarks.faults`` runs them
-all and writes the table of ``docs/reliability.md`` (scenario, result, time to error).
-
-A scenario is a function ``run(tmp: Path) -> str`` that raises AssertionError if a promise is
-broken, ``Unavailable`` if this machine cannot build the fault, and otherwise returns what
-happened in a few words. Its time to error is measured by :func:`timed`.
-"""
+"""Scenarios of the fault suite for the DataLoader: damaged files, exhausted resources, signals,
+odd user code, samplers, many loaders and hostile checkpoints."""
 
 from __future__ import annotations
 
@@ -17,12 +7,10 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,82 +19,18 @@ from array_record.python import array_record_module
 
 import grainlite as grain
 from grainlite import shm
-
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO / "examples") not in sys.path:  # leak_check lives beside the example scripts
-    sys.path.insert(0, str(REPO / "examples"))
-
-
-class Unavailable(Exception):
-    """This machine cannot build the fault (e.g. no permission for a private mount namespace)."""
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One fault and the promise grainlite keeps under it."""
-
-    group: str
-    name: str
-    promise: str
-    run: Callable[[Path], str]
-
-
-SCENARIOS: list[Scenario] = []
-_JOBS: list[subprocess.Popen[str]] = []  # processes started by the running scenario
-
-
-def run_scenario(scenario: Scenario, tmp: Path) -> str:
-    """Runs ``scenario``; whatever happens, no job process it started outlives it."""
-    try:
-        return scenario.run(tmp)
-    finally:
-        while _JOBS:
-            job = _JOBS.pop()
-            if job.poll() is None:
-                job.terminate()  # SIGTERM: the job removes its own shared memory, then dies
-                try:
-                    job.communicate(timeout=10)
-                except subprocess.TimeoutExpired:
-                    job.kill()
-            job.communicate()
-
-
-def scenario(group: str, name: str, promise: str) -> Callable[[Callable[[Path], str]], Any]:
-    """Registers ``run`` as a scenario of the suite."""
-
-    def register(run: Callable[[Path], str]) -> Callable[[Path], str]:
-        SCENARIOS.append(Scenario(group, name, promise, run))
-        return run
-
-    return register
-
-
-@contextlib.contextmanager
-def timed(limit_s: float) -> Iterator[list[float]]:
-    """Measures the block; fails if it takes longer than ``limit_s`` (the time-to-error bound)."""
-    elapsed: list[float] = []
-    started = time.monotonic()
-    yield elapsed
-    elapsed.append(time.monotonic() - started)
-    assert elapsed[0] <= limit_s, f"took {elapsed[0]:.2f} s, more than {limit_s} s"
-
-
-def raised(call: Callable[[], Any], limit_s: float = 5.0) -> tuple[BaseException, float]:
-    """The exception ``call`` raises and how long it took; fails if it returns or is too slow."""
-    started = time.monotonic()
-    try:
-        call()
-    except BaseException as error:  # the scenario inspects whatever came out
-        seconds = time.monotonic() - started
-        assert seconds <= limit_s, f"the error took {seconds:.2f} s, more than {limit_s} s"
-        return error, seconds
-    raise AssertionError(f"{call} raised nothing")
-
-
-def sampler(n: int, num_epochs: int | None = 1) -> grain.IndexSampler:
-    """The plain sequential sampler of ``n`` records."""
-    return grain.IndexSampler(n, grain.NoSharding(), shuffle=False, num_epochs=num_epochs, seed=0)
-
+from grainlite_tests.support.fault_registry import (
+    children_of,
+    damaged_states,
+    is_alive,
+    job_outcome,
+    raised,
+    range_loader,
+    sampler,
+    scenario,
+    start_job,
+    timed,
+)
 
 # --- Corrupted data -------------------------------------------------------------------------
 
@@ -131,7 +55,13 @@ def _flipped(tmp: Path) -> Path:
     return path
 
 
-def _read_damaged(tmp: Path, workers: int) -> str:
+@scenario(
+    "Corrupted data",
+    "ArrayRecord file with flipped bytes, W={workers}",
+    "error names file+record",
+    workers=(0, 2),
+)
+def flipped_bytes(tmp: Path, workers: int) -> str:
     path = _flipped(tmp)
     source = grain.ArrayRecordDataSource([str(path)])
     loader = grain.DataLoader(
@@ -150,16 +80,6 @@ def _read_damaged(tmp: Path, workers: int) -> str:
     assert "inspect --verify" in str(error)
     assert delivered == RECORDS[: len(delivered)], "garbage was delivered as data"
     return f"CorruptedDataError naming the file and record 1 after {seconds:.2f} s"
-
-
-@scenario("Corrupted data", "ArrayRecord file with flipped bytes, W=0", "error names file+record")
-def flipped_bytes_in_process(tmp: Path) -> str:
-    return _read_damaged(tmp, 0)
-
-
-@scenario("Corrupted data", "ArrayRecord file with flipped bytes, W=2", "error names file+record")
-def flipped_bytes_in_workers(tmp: Path) -> str:
-    return _read_damaged(tmp, 2)
 
 
 def _refused(path: str | list[str], kind: type[BaseException], *needles: str) -> str:
@@ -213,40 +133,8 @@ def empty_glob(tmp: Path) -> str:
 # --- Exhausted resources ----------------------------------------------------------------------
 
 
-def _job(*args: str, private_shm: str | None = None) -> subprocess.Popen[str]:
-    """Starts ``fault_jobs`` in a new process, with a private ``/dev/shm`` mounted if asked."""
-    command = [sys.executable, "-m", "grainlite_tests.fault_jobs", *args]
-    if private_shm is not None:
-        if os.geteuid() != 0 and not _user_namespaces():
-            raise Unavailable("needs root or user namespaces to mount a private /dev/shm")
-        inner = " ".join(command)
-        command = ["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o {private_shm} tmpfs /dev/shm "
-                   f"&& exec {inner}"]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=env, cwd=REPO)  # fmt: skip
-    _JOBS.append(job)
-    return job
-
-
-def _user_namespaces() -> bool:
-    try:
-        return subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode == 0
-    except OSError:
-        return False
-
-
-def _outcome(job: subprocess.Popen[str], timeout_s: float) -> dict[str, Any]:
-    out, err = job.communicate(timeout=timeout_s)
-    if job.returncode != 0 and "mount" in err and "permission" in err.lower():
-        raise Unavailable(f"cannot mount a private /dev/shm here: {err.strip()}")
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    assert lines, f"the job printed no outcome (exit {job.returncode}): {err[-2000:]}"
-    return json.loads(lines[-1])
-
-
 def _shm_full(workers: int, batch: bool) -> str:
-    outcome = _outcome(_job("shm_pressure", str(workers), "batch" if batch else "plain",
+    outcome = job_outcome(start_job("shm_pressure", str(workers), "batch" if batch else "plain",
                             private_shm="size=2m"), 60)  # fmt: skip
     assert outcome["error"] == "SharedMemoryFullError", outcome
     assert "OSError" in outcome["bases"]
@@ -269,20 +157,20 @@ def shm_full_with_batch(tmp: Path) -> str:
 
 @scenario("Exhausted resources", "read-only /dev/shm, W=2", "clear error naming the fix")
 def shm_read_only(tmp: Path) -> str:
-    outcome = _outcome(_job("shm_pressure", "2", "plain", private_shm="ro"), 60)
+    outcome = job_outcome(start_job("shm_pressure", "2", "plain", private_shm="ro"), 60)
     assert outcome["error"] == "SharedMemoryError", outcome
     assert "writable tmpfs" in outcome["message"] and "worker_count=0" in outcome["message"]
     return f"SharedMemoryError saying /dev/shm must be writable ({outcome['seconds']:.2f} s)"
 
 
 def _terminated(workers: int) -> str:
-    job = _job("serve_forever", str(workers))
+    job = start_job("serve_forever", str(workers))
     assert job.stdout is not None
     ready = json.loads(job.stdout.readline())
     assert ready.get("ready"), ready
     segment = ready["source"]
     assert segment in shm.list_segments()
-    workers_before = _children(job.pid)
+    workers_before = children_of(job.pid)
     started = time.monotonic()
     job.send_signal(signal.SIGTERM)
     job.wait(10)
@@ -290,26 +178,12 @@ def _terminated(workers: int) -> str:
     assert job.returncode == -signal.SIGTERM, f"exit status {job.returncode}"
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and (
-        segment in shm.list_segments() or any(_alive(pid) for pid in workers_before)
+        segment in shm.list_segments() or any(is_alive(pid) for pid in workers_before)
     ):
         time.sleep(0.05)
     assert segment not in shm.list_segments(), f"{segment} was left in /dev/shm"
-    assert not [pid for pid in workers_before if _alive(pid)], "workers outlived the job"
+    assert not [pid for pid in workers_before if is_alive(pid)], "workers outlived the job"
     return f"killed by SIGTERM in {seconds:.2f} s; no segment, no worker left"
-
-
-def _children(pid: int) -> list[int]:
-    from leak_check import live_children
-
-    return sorted(live_children(pid))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @scenario("Signals", "SIGTERM to a job reading InMemoryDataSource, W=0", "no segment left")
@@ -327,7 +201,7 @@ def sigterm_with_workers(tmp: Path) -> str:
 
 @scenario("Odd user code", "a child made by os.fork() exits mid-epoch, W=2", "parent unharmed")
 def forked_child_exits(tmp: Path) -> str:
-    outcome = _outcome(_job("fork_then_exit", "2"), 60)
+    outcome = job_outcome(start_job("fork_then_exit", "2"), 60)
     assert outcome["error"] is None, outcome
     assert outcome["records"] == list(range(200)), outcome
     assert outcome["source_kept"], "the child removed the parent's InMemoryDataSource segment"
@@ -396,20 +270,15 @@ class StartsThreads(grain.MapTransform):
         return element
 
 
-def _loader(operations: list[Any], workers: int, n: int = 8) -> grain.DataLoader:
-    return grain.DataLoader(data_source=grain.RangeDataSource(0, n, 1), sampler=sampler(n),
-                            operations=operations, worker_count=workers)  # fmt: skip
-
-
 @scenario("Odd user code", "a transform returns None, W=2", "delivered as None, as in Grain")
 def transform_returns_none(tmp: Path) -> str:
-    assert list(_loader([ReturnsNone()], 2)) == [None] * 8
+    assert list(range_loader([ReturnsNone()], 2)) == [None] * 8
     return "each None is delivered in its place (Grain does the same)"
 
 
 @scenario("Odd user code", "shapes change between elements into Batch, W=0", "error names both")
 def shapes_change_into_batch(tmp: Path) -> str:
-    error, seconds = raised(lambda: list(_loader([ShapeByParity(), grain.Batch(2)], 0)))
+    error, seconds = raised(lambda: list(range_loader([ShapeByParity(), grain.Batch(2)], 0)))
     assert isinstance(error, ValueError), repr(error)
     assert "shape (2,)" in str(error) and "shape (1,)" in str(error), str(error)
     return f"ValueError naming both shapes and the first difference ({seconds * 1000:.0f} ms)"
@@ -417,7 +286,7 @@ def shapes_change_into_batch(tmp: Path) -> str:
 
 @scenario("Odd user code", "a transform starts threads that never end, W=2", "closes promptly")
 def transform_starts_threads(tmp: Path) -> str:
-    loader = _loader([StartsThreads()], 2)
+    loader = range_loader([StartsThreads()], 2)
     with timed(10) as elapsed, iter(loader) as iterator:
         assert list(iterator) == list(range(8))
     return f"all records delivered, workers gone {elapsed[0]:.2f} s after the start"
@@ -466,8 +335,14 @@ def one_record(tmp: Path) -> str:
 HUGE_SHUFFLE_MB = 16
 
 
-def _huge_shuffle(workers: int) -> str:
-    outcome = _outcome(_job("huge_shuffle", str(workers)), 60)
+@scenario(
+    "Samplers",
+    "2**40 records shuffled: the first element, W={workers}",
+    "bounded time and memory",
+    workers=(0, 2),
+)
+def huge_shuffle(tmp: Path, workers: int) -> str:
+    outcome = job_outcome(start_job("huge_shuffle", str(workers)), 60)
     assert outcome["element"] == outcome["expected"], outcome
     assert outcome["seconds"] < 2, f"the first element took {outcome['seconds']:.2f} s"
     grown = {"parent": outcome["parent_mb"], "workers": outcome["workers_mb"]}
@@ -478,22 +353,12 @@ def _huge_shuffle(workers: int) -> str:
     )
 
 
-@scenario("Samplers", "2**40 records shuffled: the first element, W=0", "bounded time and memory")
-def huge_shuffle(tmp: Path) -> str:
-    return _huge_shuffle(0)
-
-
-@scenario("Samplers", "2**40 records shuffled: the first element, W=2", "bounded time and memory")
-def huge_shuffle_in_workers(tmp: Path) -> str:
-    return _huge_shuffle(2)
-
-
 @scenario("Many and long", "20 loaders with 2 workers each alive, then closed", "no leak")
 def twenty_loaders(tmp: Path) -> str:
     from leak_check import live_children
 
     fds_before, children_before = len(os.listdir("/proc/self/fd")), live_children()
-    iterators = [iter(_loader([], 2, n=50)) for _ in range(20)]
+    iterators = [iter(range_loader([], 2, n=50)) for _ in range(20)]
     with timed(60) as elapsed:
         for iterator in iterators:
             next(iterator)
@@ -512,40 +377,21 @@ def twenty_loaders(tmp: Path) -> str:
 # --- Hostile checkpoints --------------------------------------------------------------------
 
 
-def _mutations(state: dict[str, Any], rng: Any) -> Iterator[tuple[str, bytes]]:
-    """Random damage to a valid state: wrong types, huge and negative numbers, junk, depth."""
-    junk: list[Any] = [None, True, -1, -(2**70), 2**70, 1.5, "", "x" * 10_000, [], {}, [[[]]]]
-    for _ in range(60):
-        document = json.loads(json.dumps(state))
-        path = []
-        node: Any = document
-        while isinstance(node, dict) and node and rng.random() < 0.7:
-            key = rng.choice(sorted(node))
-            path.append(key)
-            if not isinstance(node[key], dict):
-                node[key] = rng.choice(junk)
-                break
-            node = node[key]
-        else:
-            if isinstance(node, dict):
-                node[rng.choice(["extra", "version", "worker_count"])] = rng.choice(junk)
-        yield f"{'.'.join(path) or 'top'}", json.dumps(document).encode()
-    yield "depth", b"[" * 200_000 + b"]" * 200_000
-    yield "bytes", bytes(rng.getrandbits(8) for _ in range(300))
-    yield "huge integer", b'{"version": ' + b"9" * 5000 + b"}"
-    yield "huge", json.dumps(dict(state, sampler="y" * 20_000_000)).encode()
-    yield "too large", b" " * (65 * 1024 * 1024)
-
-
-def _fuzz_set_state(workers: int) -> str:
+@scenario(
+    "Hostile checkpoints",
+    "set_state() with 65 damaged states, W={workers}",
+    "clear error, bounded",
+    workers=(0, 2),
+)
+def fuzzed_states(tmp: Path, workers: int) -> str:
     import random
 
-    loader = _loader([], workers, n=20)
+    loader = range_loader([], workers, n=20)
     with iter(loader) as iterator:
         next(iterator)
         valid = json.loads(iterator.get_state())
     accepted, slowest, longest = 0, 0.0, 0
-    for name, raw in _mutations(valid, random.Random(workers)):
+    for name, raw in damaged_states(valid, random.Random(workers)):
         with iter(loader) as iterator:
             started = time.monotonic()
             try:
@@ -566,19 +412,9 @@ def _fuzz_set_state(workers: int) -> str:
     )
 
 
-@scenario("Hostile checkpoints", "set_state() with 65 damaged states, W=0", "clear error, bounded")
-def fuzzed_states_in_process(tmp: Path) -> str:
-    return _fuzz_set_state(0)
-
-
-@scenario("Hostile checkpoints", "set_state() with 65 damaged states, W=2", "clear error, bounded")
-def fuzzed_states_in_workers(tmp: Path) -> str:
-    return _fuzz_set_state(2)
-
-
 @scenario("Hostile checkpoints", "a saved index past the end of the sampler", "refused")
 def index_past_the_end(tmp: Path) -> str:
-    loader = _loader([], 2, n=20)
+    loader = range_loader([], 2, n=20)
     with iter(loader) as iterator:
         next(iterator)
         document = json.loads(iterator.get_state())
@@ -591,7 +427,7 @@ def index_past_the_end(tmp: Path) -> str:
 def _orbax_restore_of(tmp: Path, damage: Callable[[Path], None]) -> tuple[BaseException, float]:
     import orbax.checkpoint as ocp
 
-    loader = _loader([], 0, n=20)
+    loader = range_loader([], 0, n=20)
     with ocp.CheckpointManager(tmp / "checkpoints") as manager, iter(loader) as iterator:
         next(iterator)
         manager.save(1, args=grain.GrainCheckpointSave(iterator))
@@ -631,7 +467,7 @@ def orbax_restore_of_non_states(tmp: Path) -> str:
 
 @scenario("Odd user code", "a transform hangs forever, worker_timeout_s=2, W=2", "names it")
 def hung_worker(tmp: Path) -> str:
-    job = _job("hang", "2")
+    job = start_job("hang", "2")
     out, err = job.communicate(timeout=60)
     lines = [line for line in out.splitlines() if line.startswith("{")]
     assert lines, err[-2000:]
@@ -670,7 +506,7 @@ class HardExits(grain.MapTransform):
 
 @scenario("Odd user code", "a transform calls sys.exit(0), W=2", "error with traceback")
 def transform_calls_sys_exit(tmp: Path) -> str:
-    error, seconds = raised(lambda: list(_loader([Exits()], 2)))
+    error, seconds = raised(lambda: list(range_loader([Exits()], 2)))
     assert isinstance(error, grain.GrainliteRuntimeError), repr(error)
     assert "SystemExit(0)" in str(error) and "worker 1" in str(error), str(error)
     assert isinstance(error.__cause__, BaseException)
@@ -679,7 +515,7 @@ def transform_calls_sys_exit(tmp: Path) -> str:
 
 @scenario("Odd user code", "a transform calls os._exit(0), W=2", "error naming the cause")
 def transform_calls_os_exit(tmp: Path) -> str:
-    error, seconds = raised(lambda: list(_loader([HardExits()], 2)))
+    error, seconds = raised(lambda: list(range_loader([HardExits()], 2)))
     assert isinstance(error, grain.WorkerDiedError), repr(error)
     assert "exit code 0" in str(error) and "os._exit" in str(error), str(error)
     assert "out-of-memory" not in str(error)
@@ -688,7 +524,7 @@ def transform_calls_os_exit(tmp: Path) -> str:
 
 @scenario("Exhausted resources", "set_state() after a worker was killed, W=2", "goes on")
 def set_state_after_worker_death(tmp: Path) -> str:
-    loader = _loader([], 2, n=20)
+    loader = range_loader([], 2, n=20)
     with iter(loader) as iterator:
         first = [next(iterator) for _ in range(5)]
         state = iterator.get_state()
@@ -727,7 +563,7 @@ def source_with_wrong_length(tmp: Path) -> str:
 
 @scenario("Exhausted resources", "3 file descriptors left when a W=2 loader starts", "clear error")
 def few_file_descriptors(tmp: Path) -> str:
-    outcome = _outcome(_job("few_descriptors", "2"), 60)
+    outcome = job_outcome(start_job("few_descriptors", "2"), 60)
     if outcome["error"] is None:
         return f"all {outcome['count']} batches delivered"
     assert "OSError" in outcome["bases"] and "GrainliteError" in outcome["bases"], outcome
@@ -739,11 +575,11 @@ def few_file_descriptors(tmp: Path) -> str:
 def sigint_at_random_moments(tmp: Path) -> str:
     seen = []
     for delay in (0.0, 0.05, 0.2, 0.5, 1.0):
-        job = _job("interrupted", "2", str(delay))
+        job = start_job("interrupted", "2", str(delay))
         assert job.stdout is not None
         assert json.loads(job.stdout.readline()).get("ready")
         time.sleep(delay)
-        children = _children(job.pid)
+        children = children_of(job.pid)
         job.send_signal(signal.SIGINT)
         out, err = job.communicate(timeout=20)
         lines = [line for line in out.splitlines() if line.startswith("{")]
@@ -751,9 +587,9 @@ def sigint_at_random_moments(tmp: Path) -> str:
         # before the loop started it ends the job with a traceback; both are Ctrl-C.
         assert lines or "KeyboardInterrupt" in err, (job.returncode, err[-1500:])
         deadline = time.monotonic() + 5
-        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        while any(is_alive(pid) for pid in children) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not [pid for pid in children if _alive(pid)], "workers outlived the job"
+        assert not [pid for pid in children if is_alive(pid)], "workers outlived the job"
         mine = [name for name in shm.list_segments() if shm.owner_pid(name) == job.pid]
         assert not mine, f"segments left behind: {mine}"
         seen.append(json.loads(lines[-1])["count"] if lines else 0)
@@ -766,18 +602,8 @@ def element_larger_than_buffers(tmp: Path) -> str:
         def map(self, element: int) -> np.ndarray:
             return np.full(8 * 2**20, element, np.int64)  # 64 MB
 
-    loader = _loader([Huge()], 2, n=3)
+    loader = range_loader([Huge()], 2, n=3)
     with timed(60) as elapsed, iter(loader) as iterator:
         for number, element in enumerate(iterator):
             assert element.shape == (8 * 2**20,) and element[0] == element[-1] == number
     return f"3 elements of 64 MB delivered intact in {elapsed[0]:.1f} s"
-
-
-# The scenarios of fault_more_scenarios come after these in SCENARIOS and in the table.
-from grainlite_tests import fault_more_scenarios  # noqa: E402, F401, I001
-
-# Then those of fault_engine_scenarios (the worker engine).
-from grainlite_tests import fault_engine_scenarios  # noqa: E402, F401
-
-# Then those of fault_dataset_scenarios (the Dataset API, a parent killed while workers start).
-from grainlite_tests import fault_dataset_scenarios  # noqa: E402, F401

@@ -32,7 +32,7 @@ import grain.python as pygrain
 import numpy as np
 import orbax.checkpoint as ocp
 
-from grainlite_tests.llm_pipeline import MAX_LENGTH, documents, tokenize
+from grainlite_tests.support.llm_pipeline import MAX_LENGTH, documents, tokenize
 
 BATCH = 4
 SAVE_AT = 3

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import grainlite as grain
-from grainlite_tests.elastic_helpers import Fan, KeepSome, flatten
+from grainlite_tests.support.elastic_helpers import Fan, KeepSome, flatten
 
 NUM_RECORDS = 23  # prime: 23 % S records are dropped for every S > 1
 EPOCHS = 3

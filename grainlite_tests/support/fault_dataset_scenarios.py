@@ -2,7 +2,7 @@
 start: a transform error in a block read, a flat map before a batch under ``mp_prefetch``, a
 damaged ``mp_prefetch`` state.
 
-Imported by ``fault_suite`` (at its end), which registers these scenarios after its own, so
+Imported by ``fault_suite`` (after the DataLoader scenarios), which registers them in order, so
 ``SCENARIOS`` and the published table hold them. Same rules as there: each scenario builds a
 real fault and asserts the promise.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import grainlite as grain
-from grainlite_tests.fault_suite import REPO, scenario
+from grainlite_tests.support.fault_registry import REPO, scenario
 
 
 def _raises_at_500(x: int) -> int:

@@ -46,8 +46,8 @@ def main() -> None:
     import orbax.checkpoint as ocp
 
     import grainlite as grain
-    from grainlite_tests import resharding_helpers as helpers
-    from grainlite_tests.elastic_helpers import flatten
+    from grainlite_tests.support import resharding_helpers as helpers
+    from grainlite_tests.support.elastic_helpers import flatten
 
     index, count = jax.process_index(), jax.process_count()
     ops = helpers.operations(SPEC, BATCH)

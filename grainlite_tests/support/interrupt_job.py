@@ -1,5 +1,5 @@
 """A program that Ctrl-C's its own W=2 loop at start-up, many times: ``python -m
-grainlite_tests.interrupt_job TRIALS SEED``.
+grainlite_tests.support.interrupt_job TRIALS SEED``.
 
 Each trial runs in a process forked from this one before anything was iterated, so each starts
 as a new program does (first-use imports and caches included). It builds a ``worker_count=2``

@@ -1,9 +1,10 @@
 """Runs Grain 0.2.18's own unit tests from the installed wheel against grainlite.
 
-``python -m grainlite_tests.grain_unit_tests [--jobs N] [--suite NAME ...] [-- PYTEST_ARGS]``
+``python -m grainlite_tests.support.grain_unit_tests [--jobs N] [--suite NAME ...]
+[-- PYTEST_ARGS]``
 
 The test files run in place (nothing of Grain is copied) under pytest with the
-``grainlite_tests.grain_unit_adapter`` plugin, which maps Grain's internal module paths to
+``grainlite_tests.support.grain_unit_adapter`` plugin, which maps Grain's internal module paths to
 grainlite's public names. The files are shared out to ``--jobs`` pytest processes. The run
 prints the tests it leaves out (each with its reason) and the known failures, then pass/fail
 counts per suite, and exits nonzero when any test that is in neither list fails or errors.
@@ -21,8 +22,8 @@ import xml.etree.ElementTree as ElementTree
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from grainlite_tests.grain_unit_adapter import grain_wheel_dir, iter_test_files
-from grainlite_tests.grain_unit_lists import KNOWN_FAILING, LEFT_OUT, LEFT_OUT_FILES, SUITES
+from grainlite_tests.support.grain_unit_adapter import grain_wheel_dir, iter_test_files
+from grainlite_tests.support.grain_unit_lists import KNOWN_FAILING, LEFT_OUT, LEFT_OUT_FILES, SUITES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             report = Path(tmp) / f"group{i}.xml"
             log = open(Path(tmp) / f"group{i}.log", "w")  # noqa: SIM115 (closed below)
             command = [
-                sys.executable, "-m", "pytest", "-p", "grainlite_tests.grain_unit_adapter",
+                sys.executable, "-m", "pytest", "-p", "grainlite_tests.support.grain_unit_adapter",
                 "-p", "no:cacheprovider", "-q", "--timeout=60", "--continue-on-collection-errors",
                 f"--junitxml={report}",
                 f"--rootdir={grain_wheel_dir()}", "-c", os.devnull,

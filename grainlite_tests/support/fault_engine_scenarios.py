@@ -1,7 +1,7 @@
 """Scenarios of the fault suite for the worker engine: Ctrl-C at start-up, descriptors after close,
 and where elements are made.
 
-Imported by ``fault_suite`` (at its end), which registers these scenarios after its own, so
+Imported by ``fault_suite`` (after the DataLoader scenarios), which registers them in order, so
 ``SCENARIOS`` and the published table hold them. Same rules as there: each scenario builds a
 real fault and asserts the promise.
 """
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import grainlite as grain
-from grainlite_tests.fault_suite import REPO, sampler, scenario
+from grainlite_tests.support.fault_registry import REPO, sampler, scenario
 
 TRIALS = 60
 
@@ -34,7 +34,7 @@ def sigint_in_the_first_milliseconds(tmp: Path) -> str:
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         job = subprocess.run(
-            [sys.executable, "-m", "grainlite_tests.interrupt_job", str(TRIALS), "32"],
+            [sys.executable, "-m", "grainlite_tests.support.interrupt_job", str(TRIALS), "32"],
             capture_output=True, text=True, timeout=150, cwd=REPO,
             env=dict(os.environ, PYTHONPATH=str(REPO)),
         )  # fmt: skip

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from grain import experimental as grain_experimental
 
-from grainlite_tests.llm_pipeline import MAX_LENGTH, documents, tokenize
+from grainlite_tests.support.llm_pipeline import MAX_LENGTH, documents, tokenize
 
 ROWS = 4
 STEPS = 8

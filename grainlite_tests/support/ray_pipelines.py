@@ -141,3 +141,11 @@ class Logged(grain.MapTransform):
 def large_array(x: int) -> np.ndarray:
     """A 1 MiB float32 array of ``x``: above Ray's inline size, so it goes to the object store."""
     return np.full((256, 1024), x, np.float32)
+
+
+def assert_same_run(ours: list[tuple[Any, Any]], theirs: list[tuple[Any, Any]]) -> None:
+    """Two runs of ``run_with_states`` gave the same elements and the same states."""
+    assert len(ours) == len(theirs)
+    for (a, state_a), (b, state_b) in zip(ours, theirs):
+        assert same(a, b)
+        assert state_a == state_b

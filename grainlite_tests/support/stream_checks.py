@@ -16,7 +16,7 @@ import grain as real_grain
 from absl import flags
 
 import grainlite as lite
-from grainlite_tests.contracts import to_plain
+from grainlite_tests.support.contracts import to_plain
 
 flags.FLAGS.mark_as_parsed()  # Grain's mp_prefetch reads absl flags (its bug #1355)
 

@@ -1,4 +1,4 @@
-"""Programs the fault suite runs as processes: ``python -m grainlite_tests.fault_jobs JOB``.
+"""Programs the fault suite runs as processes: ``python -m grainlite_tests.support.fault_jobs JOB``.
 
 A fault that ends or confines a whole process (SIGTERM, a small or read-only ``/dev/shm`` in a
 private mount namespace) cannot be tried inside the test process. Each job builds a real loader,
@@ -175,7 +175,8 @@ def interrupted(workers: int, delay: float) -> None:
 
 def _live_children() -> list[int]:
     """Pids of this process's live (not zombie) children."""
-    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    here = os.path.dirname(os.path.abspath(__file__))  # grainlite_tests/support/
+    examples = os.path.normpath(os.path.join(here, os.pardir, os.pardir, "examples"))
     if examples not in sys.path:
         sys.path.insert(0, examples)
     from leak_check import live_children

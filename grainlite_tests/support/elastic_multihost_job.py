@@ -37,7 +37,7 @@ def main() -> None:
     import orbax.checkpoint as ocp
 
     import grainlite as grain
-    from grainlite_tests import elastic_helpers
+    from grainlite_tests.support import elastic_helpers
 
     ops = elastic_helpers.operations(SPEC, BATCH)
     index, count = jax.process_index(), jax.process_count()

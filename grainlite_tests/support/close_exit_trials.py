@@ -9,7 +9,7 @@ Forking (the parent has imported everything and started no thread) makes each tr
 fraction of a fresh interpreter, and three run at once, so enough of them run to catch a
 1-in-20 event in well under a minute.
 
-Usage: ``python -m grainlite_tests.close_exit_trials PATH TRIALS``
+Usage: ``python -m grainlite_tests.support.close_exit_trials PATH TRIALS``
 """
 
 from __future__ import annotations

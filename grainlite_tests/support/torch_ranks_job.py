@@ -1,6 +1,6 @@
 """Two real torch.distributed ranks (gloo, CPU) report what grainlite sees; run by the tests.
 
-``python grainlite_tests/torch_ranks_job.py OUT_JSON`` spawns 2 processes; each reports its
+``python grainlite_tests/support/torch_ranks_job.py OUT_JSON`` spawns 2 processes; each reports its
 ShardByTorchRank, a TorchDataLoader's rank, world size and first epoch with
 ``shard_options=None``, the warnings ShardByJaxProcess gave (twice made: warned once), strings
 gathered from every rank, and a filtered loader's gathered state and resume. Rank 0 writes all
@@ -54,7 +54,7 @@ def report(rank: int, store: str, out: str) -> None:
 
 def filtered_state_round_trip(rank: int) -> dict[str, object]:
     """With a Filter, state_dict() gathers every rank's own state; a new loader resumes exactly."""
-    from torch_records import KeepEven, records  # grainlite_tests/, beside this script
+    from torch_records import KeepEven, records  # grainlite_tests/support/, beside this script
 
     import grainlite as grain
     from grainlite.torch import TorchDataLoader

@@ -1,7 +1,7 @@
 """Runs Grain 0.2.18's own unit tests (shipped in the installed ``grain`` wheel) against grainlite.
 
-This is a pytest plugin (``-p grainlite_tests.grain_unit_adapter``);
-``grainlite_tests.grain_unit_tests`` is the runner that uses it. Nothing of Grain is copied:
+This is a pytest plugin (``-p grainlite_tests.support.grain_unit_adapter``);
+``grainlite_tests.support.grain_unit_tests`` is the runner that uses it. Nothing of Grain is copied:
 the test files run in place, from the wheel.
 
 The tests import Grain's *internal* module paths (``grain._src.python.dataset.dataset``,
@@ -506,7 +506,7 @@ SLOW_TIMEOUT_S = 300  # for the tests in grain_unit_lists.SLOW; every other test
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     import pytest
 
-    from grainlite_tests.grain_unit_lists import KNOWN_FAILING, LEFT_OUT, SLOW
+    from grainlite_tests.support.grain_unit_lists import KNOWN_FAILING, LEFT_OUT, SLOW
 
     kept, dropped = [], []
     for item in items:

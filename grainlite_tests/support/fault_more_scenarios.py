@@ -1,7 +1,7 @@
 """More scenarios of the fault suite: a TFDS dataset missing a shard, many loaders in several
 processes, a worker killed while it builds a batch, and odd user code and sources.
 
-Imported by ``fault_suite`` (at its end), which registers these scenarios after its own, so
+Imported by ``fault_suite`` (after the DataLoader scenarios), which registers them in order, so
 ``SCENARIOS`` and the published table hold both. Same rules as there: each scenario builds a
 real fault and asserts the promise; ``Unavailable`` only where the machine cannot build it.
 """
@@ -22,16 +22,16 @@ import numpy as np
 
 import grainlite as grain
 from grainlite import shm
-from grainlite_tests.fault_suite import (
+from grainlite_tests.support.fault_registry import (
     Unavailable,
-    _alive,
-    _job,
-    _loader,
-    _mutations,
-    _outcome,
+    damaged_states,
+    is_alive,
+    job_outcome,
     raised,
+    range_loader,
     sampler,
     scenario,
+    start_job,
 )
 
 # --- Corrupted data: a TFDS directory with a missing shard ------------------------------------
@@ -79,7 +79,13 @@ def build_tfds_dataset(data_dir: Path) -> str:
     return str(data_dir / "fault_tiny" / "1.0.0")
 
 
-def _tfds_missing_shard(tmp: Path, workers: int) -> str:
+@scenario(
+    "Corrupted data",
+    "a TFDS directory with a missing shard, W={workers}",
+    "error names the file",
+    workers=(0, 2),
+)
+def tfds_missing_shard(tmp: Path, workers: int) -> str:
     folder = build_tfds_dataset(tmp / "tfds")
     import tensorflow_datasets as tfds
 
@@ -106,16 +112,6 @@ def _tfds_missing_shard(tmp: Path, workers: int) -> str:
     return f"CorruptedDataError naming the shard file and record key 10 ({seconds:.2f} s)"
 
 
-@scenario("Corrupted data", "a TFDS directory with a missing shard, W=0", "error names the file")
-def tfds_missing_shard_in_process(tmp: Path) -> str:
-    return _tfds_missing_shard(tmp, 0)
-
-
-@scenario("Corrupted data", "a TFDS directory with a missing shard, W=2", "error names the file")
-def tfds_missing_shard_in_workers(tmp: Path) -> str:
-    return _tfds_missing_shard(tmp, 2)
-
-
 # --- Many and long: several processes, each with many loaders -------------------------------
 
 PROCESSES, LOADERS, ROUNDS = 3, 3, 3
@@ -124,8 +120,8 @@ PROCESSES, LOADERS, ROUNDS = 3, 3, 3
 @scenario("Many and long", "3 processes at once, each 3 rounds of 3 loaders with W=2", "no leak")
 def many_loaders_in_several_processes(tmp: Path) -> str:
     started = time.monotonic()
-    jobs = [_job("many_loaders", str(LOADERS), str(ROUNDS)) for _ in range(PROCESSES)]
-    outcomes = [_outcome(job, 60) for job in jobs]
+    jobs = [start_job("many_loaders", str(LOADERS), str(ROUNDS)) for _ in range(PROCESSES)]
+    outcomes = [job_outcome(job, 60) for job in jobs]
     seconds = time.monotonic() - started
     workers = []
     for job, outcome in zip(jobs, outcomes):
@@ -140,7 +136,7 @@ def many_loaders_in_several_processes(tmp: Path) -> str:
             workers += done["workers"]
         fds = [done["fds"] for done in rounds]
         assert max(fds) <= fds[0], f"file descriptors grew from round to round: {fds}"
-    assert not [pid for pid in workers if _alive(pid)], "workers outlived their process"
+    assert not [pid for pid in workers if is_alive(pid)], "workers outlived their process"
     pids = {job.pid for job in jobs}
     left = [name for name in shm.list_segments() if shm.owner_pid(name) in pids]
     assert not left, f"segments left behind: {left}"
@@ -185,7 +181,7 @@ def _mine(before: frozenset[str] = frozenset()) -> list[str]:
 @scenario("Exhausted resources", "a worker SIGKILLed while writing a batch, W=2", "named, no leak")
 def worker_killed_writing_a_batch(tmp: Path) -> str:
     marker = str(tmp / "worker-pid")
-    loader = _loader([BigWithMarker(marker), grain.Batch(4)], 2, n=16)
+    loader = range_loader([BigWithMarker(marker), grain.Batch(4)], 2, n=16)
     seen: dict[str, Any] = {}
     before = frozenset(_mine())
 
@@ -245,7 +241,7 @@ def transform_returns_unpicklable(tmp: Path) -> str:
         (ReturnsLock(), ["An element", "of type _thread.lock"]),
         (ReturnsLambda(), ["The leaf at ['f']", "of type function"]),
     ]:
-        with iter(_loader([transform], 2)) as iterator:
+        with iter(range_loader([transform], 2)) as iterator:
             delivered: list[Any] = []
             error, seconds = raised(lambda: delivered.extend(iterator))  # noqa: B023
         assert isinstance(error, grain.GrainliteTypeError), repr(error)
@@ -264,8 +260,14 @@ class KeysChange(grain.MapTransform):
         return {"a": element, "c" if element == 5 else "b": element}
 
 
-def _keys_change(workers: int) -> str:
-    error, seconds = raised(lambda: list(_loader([KeysChange(), grain.Batch(2)], workers)))
+@scenario(
+    "Odd user code",
+    "dict keys change between elements into Batch, W={workers}",
+    "error names them",
+    workers=(0, 2),
+)
+def keys_change_into_batch(tmp: Path, workers: int) -> str:
+    error, seconds = raised(lambda: list(range_loader([KeysChange(), grain.Batch(2)], workers)))
     assert isinstance(error, grain.GrainliteValueError), repr(error)
     # At W=0 the batch is records [4, 5]; at W=2 worker 1 batches its records [5, 7].
     missing, extra, last = ("b", "c", 5) if workers == 0 else ("c", "b", 7)
@@ -274,16 +276,6 @@ def _keys_change(workers: int) -> str:
     notes = " ".join(getattr(error, "__notes__", []))
     assert "operations[1] (Batch)" in notes and f"record key {last}." in notes, notes
     return f"GrainliteValueError naming the missing and extra keys and the record ({seconds:.2f} s)"
-
-
-@scenario("Odd user code", "dict keys change between elements into Batch, W=0", "error names them")
-def keys_change_into_batch(tmp: Path) -> str:
-    return _keys_change(0)
-
-
-@scenario("Odd user code", "dict keys change between elements into Batch, W=2", "error names them")
-def keys_change_into_batch_in_workers(tmp: Path) -> str:
-    return _keys_change(2)
 
 
 class FailsForOneKey:
@@ -298,7 +290,13 @@ class FailsForOneKey:
         return key
 
 
-def _fails_for_one_key(workers: int) -> str:
+@scenario(
+    "Odd user code",
+    "a source's __getitem__ raises for one key, W={workers}",
+    "note names the key",
+    workers=(0, 2),
+)
+def source_fails_for_one_key(tmp: Path, workers: int) -> str:
     delivered: list[int] = []
 
     def read_all() -> None:
@@ -313,16 +311,6 @@ def _fails_for_one_key(workers: int) -> str:
     assert "FailsForOneKey failed reading record key 5" in notes, notes
     assert delivered == list(range(len(delivered))) and len(delivered) <= 5, delivered
     return f"the source's KeyError, with a note naming record key 5 ({seconds:.2f} s)"
-
-
-@scenario("Odd user code", "a source's __getitem__ raises for one key, W=0", "note names the key")
-def source_fails_for_one_key(tmp: Path) -> str:
-    return _fails_for_one_key(0)
-
-
-@scenario("Odd user code", "a source's __getitem__ raises for one key, W=2", "note names the key")
-def source_fails_for_one_key_in_workers(tmp: Path) -> str:
-    return _fails_for_one_key(2)
 
 
 @scenario("Samplers", "a sampler of 0 records", "refused with a fix")
@@ -367,7 +355,7 @@ class StartsProcesses(grain.MapTransform):
 def transform_starts_processes(tmp: Path) -> str:
     pids_file = tmp / "pids"
     pids_file.touch()
-    loader = _loader([StartsProcesses(str(pids_file))], 2)
+    loader = range_loader([StartsProcesses(str(pids_file))], 2)
     started = time.monotonic()
     with iter(loader) as iterator:
         assert list(iterator) == list(range(8))
@@ -376,9 +364,9 @@ def transform_starts_processes(tmp: Path) -> str:
     pids = [int(line) for line in pids_file.read_text().split()]
     assert len(pids) >= 6, pids  # the parent may make some elements itself
     deadline = time.monotonic() + 5  # their stdin closed with the workers: they end on their own
-    while [pid for pid in pids if _alive(pid)] and time.monotonic() < deadline:
+    while [pid for pid in pids if is_alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [pid for pid in pids if _alive(pid)], "the workers did not end (their cats live)"
+    assert not [pid for pid in pids if is_alive(pid)], "the workers did not end (their cats live)"
     return (
         f"all records delivered and the loader closed in {closed:.2f} s; the transform's "
         f"{len(pids)} processes ended with their workers"
@@ -396,10 +384,10 @@ def orbax_restore_fuzzed(tmp: Path) -> str:
 
     import orbax.checkpoint as ocp
 
-    with iter(_loader([], 0, n=30)) as other:
+    with iter(range_loader([], 0, n=30)) as other:
         next(other)
         another_loaders = other.get_state()
-    loader = _loader([], 0, n=20)
+    loader = range_loader([], 0, n=20)
     refused, accepted, slowest = 0, 0, 0.0
     with ocp.CheckpointManager(tmp / "checkpoints") as manager, iter(loader) as iterator:
         next(iterator)
@@ -407,7 +395,7 @@ def orbax_restore_fuzzed(tmp: Path) -> str:
         manager.wait_until_finished()
         path = tmp / "checkpoints" / "1" / "default" / "process_0-of-1.json"
         valid = json.loads(path.read_text())
-        cases = [*_mutations(valid, random.Random(19)), ("another loader", another_loaders)]
+        cases = [*damaged_states(valid, random.Random(19)), ("another loader", another_loaders)]
         for name, raw in cases:
             path.write_bytes(raw)
             started = time.monotonic()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite_tests.contracts import to_plain
+from grainlite_tests.support.contracts import to_plain
 
 
 def sequence(i: int, length: int, dtype: Any = np.int64) -> dict[str, np.ndarray]:
