@@ -20,6 +20,7 @@ pytestmark = pytest.mark.timeout(180)
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = 60
+MIN_THREADED_TRIALS = 45
 
 
 class _SlowSource:
@@ -91,4 +92,8 @@ def test_reading_array_record_with_16_threads_then_close_and_exit_never_aborts(t
     assert run.returncode == 0, run.stderr[-2000:]
     statuses = json.loads(run.stdout.strip().splitlines()[-1])
     assert len(statuses) == TRIALS
-    assert statuses == [0] * TRIALS, (statuses, run.stderr[-2000:])
+    # 3: that trial's reads stayed in the consuming thread (the read-ahead's timing chose so on
+    # a loaded machine), so it proves nothing either way; every other trial must exit cleanly,
+    # and enough of them must have had threads for the test to mean something.
+    assert [s for s in statuses if s not in (0, 3)] == [], (statuses, run.stderr[-2000:])
+    assert statuses.count(0) >= MIN_THREADED_TRIALS, statuses
