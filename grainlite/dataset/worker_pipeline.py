@@ -31,6 +31,27 @@ from grainlite.transforms.batch import make_batch
 from grainlite.transforms.batch_rows import BatchRows
 
 
+def _picklable(node: Any) -> bool:
+    try:
+        pickling.dumps(node)
+    except Exception:
+        return False
+    return True
+
+
+def _first_unpicklable(node: Any) -> Any:
+    """The node an unpicklable ``node`` fails at: the first one, parents first, whose own
+    parents all pickle (so the note names the node that holds the culprit, as Grain's does);
+    None when ``node`` itself pickles (then the pipeline's own fields are the culprit)."""
+    if _picklable(node):
+        return None
+    while True:
+        broken = [parent for parent in getattr(node, "parents", ()) if not _picklable(parent)]
+        if not broken:
+            return node
+        node = broken[0]
+
+
 class DatasetPipeline(PipelineBase):
     """An ``IterDataset`` pipeline as the engine runs it in each worker process.
 
@@ -72,6 +93,9 @@ class DatasetPipeline(PipelineBase):
             try:
                 self._blob = pickling.dumps(self)
             except Exception as error:
+                culprit = _first_unpicklable(self.dataset)
+                if culprit is not None:
+                    error.add_note(f"Dataset: {culprit} cannot be pickled!")
                 error.add_note(
                     "grainlite: the dataset under mp_prefetch cannot be pickled for the worker "
                     "processes. Make every node and transform picklable with cloudpickle (open "

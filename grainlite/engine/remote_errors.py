@@ -97,13 +97,21 @@ def exit_in_pipeline_error(error: BaseException, worker: int) -> GrainliteRuntim
     """The error for a pipeline that tried to end its worker process (``sys.exit()``, ...).
 
     A worker cannot exit on its own: the parent would only see a process gone with no reason.
-    The exception is reported instead, with the worker's traceback, and the stream ends.
+    The exception is reported instead, with the worker's traceback, and the stream ends. For
+    ``sys.exit(code)`` the message opens with Grain's words for a worker that exited ("Worker
+    process was terminated unexpectedly with exit code N"), which code written for Grain matches.
     """
+    raised = f"{type(error).__name__}({', '.join(map(repr, error.args))})"
+    opening = ""
+    if isinstance(error, SystemExit):
+        code = error.code
+        status = 0 if code is None else code if isinstance(code, int) else 1
+        opening = f"Worker process was terminated unexpectedly with exit code {status}. "
     failure = GrainliteRuntimeError(
-        f"The pipeline raised {type(error).__name__}({', '.join(map(repr, error.args))}) in "
-        f"worker {worker}: code in a transform or a data source called sys.exit() or raised a "
-        f"BaseException, which would end the worker process. Raise an ordinary exception there "
-        f"instead (the traceback of the call is attached)."
+        f"{opening}The pipeline raised {raised} in worker {worker}: code in a transform or a "
+        f"data source called sys.exit() or raised a BaseException, which would end the worker "
+        f"process (grainlite reports it here and ends the stream). Raise an ordinary exception "
+        f"there instead (the traceback of the call is attached)."
     )
     failure.__cause__ = error
     return failure
