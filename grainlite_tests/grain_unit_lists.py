@@ -120,7 +120,6 @@ KNOWN_FAILING: dict[str, str] = {
     "packing_concat_then_split_test::ConcatThenSplitIterDatasetTest::test_additional_sequence_length": "error text: 'Parent element has structure'",
     "packing_concat_then_split_test::ConcatThenSplitIterDatasetTest::test_missingsequence_length": "error text: 'Parent element has structure'",
     "rebatch_test::RebatchIterDatasetTest::test_empty_batch": "rebatch of an empty batch",
-    "repeat_test::RepeatIterDatasetTest::test_repeat_after_mp_prefetch_does_not_restart_workers": "repeat after mp_prefetch restarts the workers every epoch",
     "repeat_test::RepeatMapDatasetTest::test_repeat_after_setting_infinite_epochs_raises_value_error": "repeat of an infinite repeat does not raise ValueError",
     "slice_test::SliceMapDatasetTest::test_init_raises_error_for_non_slice_object": "error text: 'sl is not a slice'",
     "process_prefetch_test::*::test_alternate_set_*": "get/set_next_index through mp_prefetch",

@@ -128,7 +128,8 @@ def deprecated_prefetch(ds: IterDataset, multiprocessing_options: Any) -> IterDa
 class MultiprocessPrefetchDatasetIterator(DatasetIterator):
     """The parent's side of ``mp_prefetch``: worker processes, their merge order, the state.
 
-    Workers start at the first ``next()``; they end on :meth:`close`, at the end of the stream, on
+    Workers start at the first ``next()``; they end on :meth:`close`, at the end of the stream
+    (unless a ``repeat`` above will start another epoch: :meth:`keep_workers_at_end`), on
     an error the stream cannot go on after, on Ctrl-C and when the iterator is garbage collected
     (the engine's process group finalizer: no ``__del__`` here). What no handler covers: a
     SIGKILL of this process; its workers then exit when their socket closes.
@@ -156,13 +157,14 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         self._position = IteratorPosition([None] * self._workers, 0, [False] * self._workers)
         self._stream: Any = None
         self._stopped_by: BaseException | None = None
+        self._keep_at_end = False  # see keep_workers_at_end
         self._stats_counters = ParentCounters(self._workers)  # stats(): kept across streams
 
     def _start(self) -> Any:
         from grainlite.engine.parent import WorkerStream
 
         self._stats_counters.start()
-        return WorkerStream(
+        stream = WorkerStream(
             self._pipeline,
             self._workers,
             self._position,
@@ -170,6 +172,8 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             self._stats_counters,
             backend=self._dataset._backend,
         )
+        stream.linger_at_end = self._keep_at_end
+        return stream
 
     def __next__(self) -> Any:
         stream = self._stream
@@ -187,7 +191,8 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         try:
             element = stream.next()
         except StopIteration:
-            self._release()  # every worker is done: end the processes now
+            if not self._keep_at_end:
+                self._release()  # every worker is done: end the processes now
             self._stats_counters.end()
             raise
         except BaseException as error:  # a dead worker, a failed start, Ctrl-C
@@ -236,6 +241,20 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
                 return  # the running workers moved: no new processes
             self._stream.close()
             self._stream = None
+
+    def keep_workers_at_end(self, keep: bool) -> None:
+        """With ``keep``, the worker processes wait at the end of the stream for a ``set_state``
+        (which moves them) instead of ending: a ``repeat`` above calls it for every epoch but the
+        last, so its epochs reuse the same processes, as Grain's do. They still end on
+        :meth:`close`, on an error and when the iterator is garbage collected; ``keep=False``
+        ends workers that already wait at the end."""
+        self._keep_at_end = bool(keep)
+        stream = self._stream
+        if stream is None:
+            return
+        stream.linger_at_end = self._keep_at_end
+        if not keep and all(stream.position().exhausted):
+            self._release()
 
     def start_prefetch(self) -> None:
         """Starts the worker processes now, before the first ``next()``, as Grain's iterators
