@@ -22,6 +22,7 @@ import cloudpickle
 
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
+from grainlite.dataset.options import in_force, set_options
 from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.malloc import keep_freed_memory
@@ -72,6 +73,9 @@ class DatasetPipeline(PipelineBase):
         self.sequential = sequential
         self.worker_init_fn = worker_init_fn
         self._blob: bytes | None = None
+        # The DatasetOptions in force where the mp_prefetch iterator was built (set by a
+        # WithOptionsIterDataset above it): in force again wherever this pipeline is iterated.
+        self.options = set_options()
         self._started = False  # set in the worker: the share is sliced, worker_init_fn ran
 
     @property
@@ -105,6 +109,11 @@ class DatasetPipeline(PipelineBase):
                 raise
         return self._blob
 
+    def _iterator(self, dataset: IterDataset) -> Any:
+        """``iter(dataset)`` with the options of the mp_prefetch's consumer in force."""
+        with in_force(self.options):
+            return dataset.__iter__()
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_blob"] = None
@@ -118,7 +127,7 @@ class DatasetPipeline(PipelineBase):
 
     def initial_state(self, worker: int, workers: int) -> Any:
         """The state of worker ``worker`` before its first element (asked for in the parent)."""
-        iterator = self.worker_dataset(worker, workers).__iter__()
+        iterator = self._iterator(self.worker_dataset(worker, workers))
         try:
             return iterator.get_state()
         finally:
@@ -128,7 +137,7 @@ class DatasetPipeline(PipelineBase):
         """Raises the ValueError of worker ``worker``'s iterator if ``state`` cannot be its
         state, as far as its nodes tell without reading (their ``check_state``, e.g. a FlatMap's
         ``next_index_in_buffer`` against ``max_fan_out``). Asked in the parent; reads nothing."""
-        iterator = self.worker_dataset(worker, workers).__iter__()
+        iterator = self._iterator(self.worker_dataset(worker, workers))
         try:
             check = getattr(iterator, "check_state", None)
             if callable(check):
@@ -162,7 +171,7 @@ class DatasetPipeline(PipelineBase):
                 _fill_rows_when_sent(self.dataset)
             if self.worker_init_fn is not None:
                 self.worker_init_fn(worker, workers)
-        iterator = self.dataset.__iter__()
+        iterator = self._iterator(self.dataset)
         if stats is not None:
             stats.attach(iterator)
         try:
