@@ -32,10 +32,11 @@ from typing import Any
 from grainlite.dataset import worker_slicing
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.mp_state import decode_state, encode_state
+from grainlite.dataset.next_index import NoNextIndexError
 from grainlite.dataset.worker_pipeline import DatasetPipeline
 from grainlite.engine.failures import FailedElement, hide_internal_frames
 from grainlite.engine.position import IteratorPosition
-from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError
+from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError, shown
 from grainlite.options import MultiprocessingOptions
 from grainlite.stats.counters import ParentCounters
 
@@ -241,6 +242,36 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
                 return  # the running workers moved: no new processes
             self._stream.close()
             self._stream = None
+
+    def _get_next_index(self) -> int:
+        """Grain's ``get_next_index`` hook: with one worker, the index its iterator gives next
+        (read from the state; starts nothing)."""
+        return int(self._one_worker_index_state(self.get_state())["next_index"])
+
+    def _set_next_index(self, index: int) -> None:
+        """Grain's ``set_next_index`` hook: with one worker, moves it to element ``index``."""
+        state = self.get_state()
+        self._one_worker_index_state(state)
+        state["iterators_in_use_states"] = [{"next_index": index}]
+        state["exhausted"] = [0]
+        state["next_index_in_cycle"] = 0
+        self.set_state(state)
+
+    def _one_worker_index_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        entries = state["iterators_in_use_states"]
+        if (
+            self._workers == 1
+            and isinstance(entries[0], dict)
+            and set(entries[0]) == {"next_index"}
+            and self._pipeline.has_next_index()  # a filter's state looks the same but has none
+        ):
+            return dict(entries[0])
+        raise NoNextIndexError(
+            f"get_next_index/set_next_index through mp_prefetch need one worker whose pipeline "
+            f"has a next index (got {self._workers} workers, worker state {shown(entries[0])}); "
+            "with more workers the position is one index per worker: use get_state() / "
+            "set_state() instead."
+        )
 
     def keep_workers_at_end(self, keep: bool) -> None:
         """With ``keep``, the worker processes wait at the end of the stream for a ``set_state``

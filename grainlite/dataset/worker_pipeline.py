@@ -22,6 +22,7 @@ import cloudpickle
 
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
+from grainlite.dataset.next_index import NoNextIndexError, get_next_index
 from grainlite.dataset.options import in_force, set_options
 from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
@@ -144,6 +145,18 @@ class DatasetPipeline(PipelineBase):
                 check(state)
         finally:
             iterator.close()
+
+    def has_next_index(self) -> bool:
+        """True when the pipeline's iterator (one worker's) names its position as one element
+        index (Grain's ``get_next_index``); asked in the parent, reads nothing."""
+        iterator = self._iterator(self.worker_dataset(0, 1))
+        try:
+            get_next_index(iterator)
+        except NoNextIndexError:
+            return False
+        finally:
+            iterator.close()
+        return True
 
     def make_stats(self) -> IteratorStats:
         """The counters :meth:`iterate` reports into (the worker's iterator tree)."""
