@@ -90,6 +90,9 @@ LEFT_OUT: dict[str, str] = {
     "data_loader_test::CopyNumPyArrayToSharedMemoryTest": "Grain's private CopyNumPyArrayToSharedMemory",
     "filter_test::FilterValidatorTest": "Grain's private FilterThresholdChecker",
     "map_test::RngPoolTest::test_reset_rng_state": "Grain's private _reset_rng_state",
+    "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_parent_dataset_modifies_state": (
+        "the state format and buffer_size check of Grain's private ProcessPrefetchIterDataset"
+    ),
     "mix_test::ConcatenateLazyMapTest::test_cannot_concatenate_infinite_datasets": (
         "Grain's private _ConcatSelectionMap"
     ),
@@ -104,7 +107,6 @@ KNOWN_FAILING: dict[str, str] = {
     "map_test::MapWithIndexIterDatasetTest::test_*_next_index": "get/set_next_index through map_with_index",
     "parquet_dataset_test::ParquetIterDatasetTest::test_sharded_files_and_interleaved_dataset": "map() of a dataset class as the transform",
     "prefetch_test::*": "not triaged yet: the measuring run did not finish before the deadline",
-    "process_prefetch_test::MultiprocessingPrefetchTest::*": "not fully triaged yet (slow under load); see the entries above",
     "rebatch_test::RebatchIterDatasetTest::test_rebatch_*": "element spec of a rebatch differs from Grain's",
     "zip_test::ZipIterDatasetTest::test_strict_zip_*": "the strict-zip error texts",
     "limit_test::LimitIterDatasetTest::test_*_next_index": "get/set_next_index through LimitIterDataset",
@@ -122,12 +124,9 @@ KNOWN_FAILING: dict[str, str] = {
     "rebatch_test::RebatchIterDatasetTest::test_empty_batch": "rebatch of an empty batch",
     "repeat_test::RepeatMapDatasetTest::test_repeat_after_setting_infinite_epochs_raises_value_error": "repeat of an infinite repeat does not raise ValueError",
     "slice_test::SliceMapDatasetTest::test_init_raises_error_for_non_slice_object": "error text: 'sl is not a slice'",
+    "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_get_state_doesnt_start_prefetch": "the test's spawn-context Event cannot be cloudpickled to grainlite's workers (multiprocessing shares it only by process inheritance); get_state itself starts no worker",
+    "process_prefetch_test::*::test_options_after_prefetch": "filter thresholds act on IterDataset filters only; this is a MapDataset.filter read through to_iter_dataset (also at num_workers=0; not mp_prefetch's)",
+    "process_prefetch_test::MultiprocessingPrefetchTest::test_works_with_iter_source_single_worker": "the worker dies with SIGSEGV making the first element of the test module's own iterator class under the adapter; the same pipeline in a script works (not yet understood)",
     "process_prefetch_test::*::test_options_before_prefetch": "options set below a filter do not reach it (Grain merges every WithOptionsIterDataset of the pipeline; grainlite's apply downward only; not mp_prefetch's)",
     "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_doesnt_hang_on_process_kill": "to_iter_dataset reads [2, 3] as one block, so a transform that never returns for 3 holds up 2",
-    "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_get_state_doesnt_start_prefetch": "get_state starts the workers",
-    "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_parent_dataset_modifies_state": "a parent changing its state in the worker",
-    "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_set_state_on_fresh_iterator": "set_state on a fresh one-process prefetch",
-    "process_prefetch_test::MultiprocessingPrefetchTest::test_checkpoint*": "checkpoints with many workers (timeouts under load)",
-    "process_prefetch_test::MultiprocessingPrefetchTest::test_prefetch_data_10_workers*": "10 workers (timeouts under load)",
-    "process_prefetch_test::MultiprocessingPrefetchTest::test_prefetch_but_no_read*": "workers left unread (timeouts under load)",
 }
