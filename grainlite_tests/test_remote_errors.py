@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import traceback
 
 import pytest
 
@@ -78,7 +79,8 @@ def test_an_exception_that_cannot_travel_arrives_as_a_runtime_error_with_its_tex
     rebuilt = remote_errors.rebuild(message, 1, 1234)
     assert isinstance(rebuilt, grain.GrainliteRuntimeError)
     assert "NotPicklable: lost in transit" in str(rebuilt)
-    assert "lost in transit" in str(rebuilt.__cause__)
+    printed = "".join(traceback.format_exception(rebuilt))
+    assert "lost in transit" in printed and 'raise NotPicklable("lost in transit")' in printed
 
 
 def test_a_rebuilt_exception_keeps_its_type_message_and_notes():
@@ -95,3 +97,20 @@ def test_a_rebuilt_exception_keeps_its_type_message_and_notes():
         "grainlite: raised in worker process 0 (pid 99); traceback above.",
     ]
     assert "from the source" not in str(rebuilt.__cause__)  # the note is printed once, below
+
+
+def test_a_rebuilt_exception_has_the_worker_frames_and_keeps_a_chained_cause_in_the_text():
+    def convert(value: str) -> int:
+        try:
+            return int(value)
+        except ValueError as error:
+            raise KeyError("no such record") from error
+
+    try:
+        convert("x")
+    except KeyError as error:
+        message = remote_errors.report(error, 0, 1)
+    rebuilt = remote_errors.rebuild(message, 0, 42)
+    assert [f.name for f in traceback.extract_tb(rebuilt.__traceback__)][-1] == "convert"
+    cause = str(rebuilt.__cause__)  # pickling drops the chain: the text keeps it
+    assert "invalid literal for int()" in cause and "direct cause" in cause

@@ -32,10 +32,11 @@ from typing import Any
 from grainlite.dataset import worker_slicing
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.mp_state import decode_state, encode_state
+from grainlite.dataset.next_index import NoNextIndexError
 from grainlite.dataset.worker_pipeline import DatasetPipeline
 from grainlite.engine.failures import FailedElement, hide_internal_frames
 from grainlite.engine.position import IteratorPosition
-from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError
+from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError, shown
 from grainlite.options import MultiprocessingOptions
 from grainlite.stats.counters import ParentCounters
 
@@ -128,7 +129,8 @@ def deprecated_prefetch(ds: IterDataset, multiprocessing_options: Any) -> IterDa
 class MultiprocessPrefetchDatasetIterator(DatasetIterator):
     """The parent's side of ``mp_prefetch``: worker processes, their merge order, the state.
 
-    Workers start at the first ``next()``; they end on :meth:`close`, at the end of the stream, on
+    Workers start at the first ``next()``; they end on :meth:`close`, at the end of the stream
+    (unless a ``repeat`` above will start another epoch: :meth:`keep_workers_at_end`), on
     an error the stream cannot go on after, on Ctrl-C and when the iterator is garbage collected
     (the engine's process group finalizer: no ``__del__`` here). What no handler covers: a
     SIGKILL of this process; its workers then exit when their socket closes.
@@ -156,13 +158,14 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         self._position = IteratorPosition([None] * self._workers, 0, [False] * self._workers)
         self._stream: Any = None
         self._stopped_by: BaseException | None = None
+        self._keep_at_end = False  # see keep_workers_at_end
         self._stats_counters = ParentCounters(self._workers)  # stats(): kept across streams
 
     def _start(self) -> Any:
         from grainlite.engine.parent import WorkerStream
 
         self._stats_counters.start()
-        return WorkerStream(
+        stream = WorkerStream(
             self._pipeline,
             self._workers,
             self._position,
@@ -170,6 +173,8 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             self._stats_counters,
             backend=self._dataset._backend,
         )
+        stream.linger_at_end = self._keep_at_end
+        return stream
 
     def __next__(self) -> Any:
         stream = self._stream
@@ -187,7 +192,8 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         try:
             element = stream.next()
         except StopIteration:
-            self._release()  # every worker is done: end the processes now
+            if not self._keep_at_end:
+                self._release()  # every worker is done: end the processes now
             self._stats_counters.end()
             raise
         except BaseException as error:  # a dead worker, a failed start, Ctrl-C
@@ -236,6 +242,50 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
                 return  # the running workers moved: no new processes
             self._stream.close()
             self._stream = None
+
+    def _get_next_index(self) -> int:
+        """Grain's ``get_next_index`` hook: with one worker, the index its iterator gives next
+        (read from the state; starts nothing)."""
+        return int(self._one_worker_index_state(self.get_state())["next_index"])
+
+    def _set_next_index(self, index: int) -> None:
+        """Grain's ``set_next_index`` hook: with one worker, moves it to element ``index``."""
+        state = self.get_state()
+        self._one_worker_index_state(state)
+        state["iterators_in_use_states"] = [{"next_index": index}]
+        state["exhausted"] = [0]
+        state["next_index_in_cycle"] = 0
+        self.set_state(state)
+
+    def _one_worker_index_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        entries = state["iterators_in_use_states"]
+        if (
+            self._workers == 1
+            and isinstance(entries[0], dict)
+            and set(entries[0]) == {"next_index"}
+            and self._pipeline.has_next_index()  # a filter's state looks the same but has none
+        ):
+            return dict(entries[0])
+        raise NoNextIndexError(
+            f"get_next_index/set_next_index through mp_prefetch need one worker whose pipeline "
+            f"has a next index (got {self._workers} workers, worker state {shown(entries[0])}); "
+            "with more workers the position is one index per worker: use get_state() / "
+            "set_state() instead."
+        )
+
+    def keep_workers_at_end(self, keep: bool) -> None:
+        """With ``keep``, the worker processes wait at the end of the stream for a ``set_state``
+        (which moves them) instead of ending: a ``repeat`` above calls it for every epoch but the
+        last, so its epochs reuse the same processes, as Grain's do. They still end on
+        :meth:`close`, on an error and when the iterator is garbage collected; ``keep=False``
+        ends workers that already wait at the end."""
+        self._keep_at_end = bool(keep)
+        stream = self._stream
+        if stream is None:
+            return
+        stream.linger_at_end = self._keep_at_end
+        if not keep and all(stream.position().exhausted):
+            self._release()
 
     def start_prefetch(self) -> None:
         """Starts the worker processes now, before the first ``next()``, as Grain's iterators

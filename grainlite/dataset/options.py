@@ -103,6 +103,25 @@ def current_options() -> DatasetOptions:
     return _CURRENT.get() or DatasetOptions()
 
 
+def set_options() -> DatasetOptions | None:
+    """The options a ``WithOptionsIterDataset`` above has put in force now (None: none has).
+
+    ``mp_prefetch`` takes them when its iterator is built and puts them in force again in its
+    worker processes, where its pipeline's iterators are built (Grain carries them there too).
+    """
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def in_force(options: DatasetOptions | None) -> Iterator[None]:
+    """Puts ``options`` in force for the iterators built inside the block (None: no change)."""
+    if options is None:
+        yield
+        return
+    with _in_force(options):
+        yield
+
+
 @contextlib.contextmanager
 def _in_force(options: DatasetOptions) -> Iterator[None]:
     token = _CURRENT.set(options)

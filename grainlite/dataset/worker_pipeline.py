@@ -22,6 +22,8 @@ import cloudpickle
 
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
+from grainlite.dataset.next_index import NoNextIndexError, get_next_index
+from grainlite.dataset.options import in_force, set_options
 from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.malloc import keep_freed_memory
@@ -29,6 +31,27 @@ from grainlite.engine.pipeline import PipelineBase
 from grainlite.stats.collect import IteratorStats
 from grainlite.transforms.batch import make_batch
 from grainlite.transforms.batch_rows import BatchRows
+
+
+def _picklable(node: Any) -> bool:
+    try:
+        pickling.dumps(node)
+    except Exception:
+        return False
+    return True
+
+
+def _first_unpicklable(node: Any) -> Any:
+    """The node an unpicklable ``node`` fails at: the first one, parents first, whose own
+    parents all pickle (so the note names the node that holds the culprit, as Grain's does);
+    None when ``node`` itself pickles (then the pipeline's own fields are the culprit)."""
+    if _picklable(node):
+        return None
+    while True:
+        broken = [parent for parent in getattr(node, "parents", ()) if not _picklable(parent)]
+        if not broken:
+            return node
+        node = broken[0]
 
 
 class DatasetPipeline(PipelineBase):
@@ -51,6 +74,9 @@ class DatasetPipeline(PipelineBase):
         self.sequential = sequential
         self.worker_init_fn = worker_init_fn
         self._blob: bytes | None = None
+        # The DatasetOptions in force where the mp_prefetch iterator was built (set by a
+        # WithOptionsIterDataset above it): in force again wherever this pipeline is iterated.
+        self.options = set_options()
         self._started = False  # set in the worker: the share is sliced, worker_init_fn ran
 
     @property
@@ -72,6 +98,9 @@ class DatasetPipeline(PipelineBase):
             try:
                 self._blob = pickling.dumps(self)
             except Exception as error:
+                culprit = _first_unpicklable(self.dataset)
+                if culprit is not None:
+                    error.add_note(f"Dataset: {culprit} cannot be pickled!")
                 error.add_note(
                     "grainlite: the dataset under mp_prefetch cannot be pickled for the worker "
                     "processes. Make every node and transform picklable with cloudpickle (open "
@@ -80,6 +109,11 @@ class DatasetPipeline(PipelineBase):
                 )
                 raise
         return self._blob
+
+    def _iterator(self, dataset: IterDataset) -> Any:
+        """``iter(dataset)`` with the options of the mp_prefetch's consumer in force."""
+        with in_force(self.options):
+            return dataset.__iter__()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -94,7 +128,7 @@ class DatasetPipeline(PipelineBase):
 
     def initial_state(self, worker: int, workers: int) -> Any:
         """The state of worker ``worker`` before its first element (asked for in the parent)."""
-        iterator = self.worker_dataset(worker, workers).__iter__()
+        iterator = self._iterator(self.worker_dataset(worker, workers))
         try:
             return iterator.get_state()
         finally:
@@ -104,13 +138,25 @@ class DatasetPipeline(PipelineBase):
         """Raises the ValueError of worker ``worker``'s iterator if ``state`` cannot be its
         state, as far as its nodes tell without reading (their ``check_state``, e.g. a FlatMap's
         ``next_index_in_buffer`` against ``max_fan_out``). Asked in the parent; reads nothing."""
-        iterator = self.worker_dataset(worker, workers).__iter__()
+        iterator = self._iterator(self.worker_dataset(worker, workers))
         try:
             check = getattr(iterator, "check_state", None)
             if callable(check):
                 check(state)
         finally:
             iterator.close()
+
+    def has_next_index(self) -> bool:
+        """True when the pipeline's iterator (one worker's) names its position as one element
+        index (Grain's ``get_next_index``); asked in the parent, reads nothing."""
+        iterator = self._iterator(self.worker_dataset(0, 1))
+        try:
+            get_next_index(iterator)
+        except NoNextIndexError:
+            return False
+        finally:
+            iterator.close()
+        return True
 
     def make_stats(self) -> IteratorStats:
         """The counters :meth:`iterate` reports into (the worker's iterator tree)."""
@@ -138,7 +184,7 @@ class DatasetPipeline(PipelineBase):
                 _fill_rows_when_sent(self.dataset)
             if self.worker_init_fn is not None:
                 self.worker_init_fn(worker, workers)
-        iterator = self.dataset.__iter__()
+        iterator = self._iterator(self.dataset)
         if stats is not None:
             stats.attach(iterator)
         try:

@@ -110,6 +110,8 @@ class ErrorReport(NamedTuple):
     type_name: str
     message: str
     traceback: str  # the worker's traceback text, grainlite's own frames left out
+    # The same frames as (file name, line, function), rebuilt as real frames in the parent.
+    frames: tuple[tuple[str, int, str], ...] = ()
 
 
 class Announce(NamedTuple):

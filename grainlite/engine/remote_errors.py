@@ -2,8 +2,13 @@
 
 In the worker, :func:`report` packs the exception (cloudpickled, so its type and attributes survive)
 with its traceback text, grainlite's own frames left out. In the parent, :func:`rebuild` restores
-the exception with its original type and message; the worker's traceback becomes its
-``__cause__`` (printed once, above it) and a note names the worker. The exception's own notes (for
+the exception with its original type and message, and a note names the worker. The worker's
+frames become real entries of the exception's own traceback (after the parent's frames), so the
+printed traceback, ``traceback.extract_tb`` and debuggers see the user's functions that raised,
+as in Grain. Where no frame can be rebuilt, or the worker's exception had a cause or context
+(which pickling drops), the worker's traceback text is the exception's ``__cause__`` (printed
+above it); with ``py_traceback_filtering="remove_frames"`` the
+cause carries the worker's frames as well, as Grain's does. The exception's own notes (for
 example which transform raised it) stay on it and are printed once, below it.
 """
 
@@ -12,11 +17,15 @@ from __future__ import annotations
 import pickle
 import signal
 import traceback
+from types import TracebackType
 from typing import Any
 
+from grainlite import config
 from grainlite.engine.failures import hide_internal_frames
 from grainlite.engine.protocol import ErrorReport
 from grainlite.errors import GrainliteRuntimeError, WorkerDiedError
+
+_MAX_FRAMES = 100  # the innermost frames a rebuilt traceback keeps
 
 
 class RemoteTraceback(Exception):
@@ -44,7 +53,45 @@ def report(error: BaseException, generation: int, state: Any) -> ErrorReport:
         pickle.loads(payload)  # an exception that cannot be rebuilt travels as text only
     except Exception:
         payload = None
-    return ErrorReport(generation, state, payload, _type_name(error), str(error), text)
+    frames = tuple(
+        (frame.filename, frame.lineno, frame.name)
+        for frame in traceback.extract_tb(error.__traceback__)[-_MAX_FRAMES:]
+        if frame.lineno is not None and frame.lineno > 0
+    )
+    return ErrorReport(generation, state, payload, _type_name(error), str(error), text, frames)
+
+
+def _chained(text: str) -> bool:
+    """True when a worker's traceback text shows more than one exception (a cause or context),
+    which only the text carries across (pickling drops them)."""
+    return (
+        "\nThe above exception was the direct cause of the following exception:\n" in text
+        or "\nDuring handling of the above exception, another exception occurred:\n" in text
+    )
+
+
+class _Unwind(Exception):
+    """Raised by a stand-in frame so that its frame object can be taken from the traceback."""
+
+
+def _stand_in_traceback(frames: tuple[tuple[str, int, str], ...]) -> TracebackType | None:
+    """Real traceback entries for a worker's ``frames``: each is a frame of a tiny code object
+    with that file name, line and function name, so ``traceback.extract_tb`` and the printed
+    traceback show the worker's own functions (with their source lines, read from the files)."""
+    tb: TracebackType | None = None
+    for filename, lineno, name in reversed(frames):
+        # Two lines from column 0: a printed traceback then marks no columns with ^^^ (this
+        # code's columns are not those of the worker's line).
+        code = compile("\n" * (lineno - 1) + "raise _Unwind(\n)", filename, "exec")
+        code = code.replace(co_name=name, co_qualname=name)
+        try:
+            exec(code, {"_Unwind": _Unwind, "__name__": "grainlite_worker_frame"})
+        except _Unwind as unwound:
+            entry = unwound.__traceback__
+            assert entry is not None and entry.tb_next is not None
+            frame = entry.tb_next.tb_frame
+            tb = TracebackType(tb, frame, entry.tb_next.tb_lasti, lineno)
+    return tb
 
 
 def _type_name(error: BaseException) -> str:
@@ -65,9 +112,21 @@ def rebuild(message: ErrorReport, worker: int, pid: int) -> BaseException:
     if not isinstance(error, BaseException):
         error = GrainliteRuntimeError(
             f"{message.type_name}: {message.message} (the exception could not be pickled, so "
-            f"it arrives as this GrainliteRuntimeError; its traceback is above)"
+            f"it arrives as this GrainliteRuntimeError, with its traceback)"
         )
-    error.__cause__ = RemoteTraceback(message.traceback)
+    cause: BaseException | None = RemoteTraceback(message.traceback)
+    frames = _stand_in_traceback(tuple(message.frames))
+    if frames is not None:
+        # The worker's frames are the exception's own (raising it adds the parent's before
+        # them), so the text would print them twice: no cause, unless remove_frames asks for
+        # the full worker traceback on the cause as well.
+        error = error.with_traceback(frames)
+        if config.get_or_default("py_traceback_filtering") == "remove_frames":
+            assert cause is not None
+            cause.__traceback__ = _stand_in_traceback(tuple(message.frames))
+        elif not _chained(message.traceback):  # a chain's earlier exceptions live in the text
+            cause = None
+    error.__cause__ = cause
     error.add_note(f"grainlite: raised in worker process {worker} (pid {pid}); traceback above.")
     return error
 
@@ -97,13 +156,21 @@ def exit_in_pipeline_error(error: BaseException, worker: int) -> GrainliteRuntim
     """The error for a pipeline that tried to end its worker process (``sys.exit()``, ...).
 
     A worker cannot exit on its own: the parent would only see a process gone with no reason.
-    The exception is reported instead, with the worker's traceback, and the stream ends.
+    The exception is reported instead, with the worker's traceback, and the stream ends. For
+    ``sys.exit(code)`` the message opens with Grain's words for a worker that exited ("Worker
+    process was terminated unexpectedly with exit code N"), which code written for Grain matches.
     """
+    raised = f"{type(error).__name__}({', '.join(map(repr, error.args))})"
+    opening = ""
+    if isinstance(error, SystemExit):
+        code = error.code
+        status = 0 if code is None else code if isinstance(code, int) else 1
+        opening = f"Worker process was terminated unexpectedly with exit code {status}. "
     failure = GrainliteRuntimeError(
-        f"The pipeline raised {type(error).__name__}({', '.join(map(repr, error.args))}) in "
-        f"worker {worker}: code in a transform or a data source called sys.exit() or raised a "
-        f"BaseException, which would end the worker process. Raise an ordinary exception there "
-        f"instead (the traceback of the call is attached)."
+        f"{opening}The pipeline raised {raised} in worker {worker}: code in a transform or a "
+        f"data source called sys.exit() or raised a BaseException, which would end the worker "
+        f"process (grainlite reports it here and ends the stream). Raise an ordinary exception "
+        f"there instead (the traceback of the call is attached)."
     )
     failure.__cause__ = error
     return failure

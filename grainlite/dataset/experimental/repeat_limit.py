@@ -64,6 +64,7 @@ class RepeatDatasetIterator(DatasetIterator):
         self._first_state = parent.get_state()
         self._epoch = 0
         self._fresh = True  # no element read since the parent (re)started: an empty epoch ends
+        self._keep_workers()
 
     def __next__(self) -> Any:
         while self._num_epochs is None or self._epoch < self._num_epochs:
@@ -75,7 +76,8 @@ class RepeatDatasetIterator(DatasetIterator):
                 self._epoch += 1
                 if self._num_epochs is not None and self._epoch >= self._num_epochs:
                     break
-                self._parent.set_state(self._first_state)
+                self._parent.set_state(self._first_state)  # waiting workers move: no new ones
+                self._keep_workers()
                 self._fresh = True
                 continue
             self._fresh = False
@@ -91,9 +93,26 @@ class RepeatDatasetIterator(DatasetIterator):
         self._parent.set_state(state["parent"])
         self._epoch = int(state["epoch"])
         self._fresh = False
+        self._keep_workers()
+
+    def _keep_workers(self) -> None:
+        """Tells the ``mp_prefetch`` iterators below whether another epoch follows this one, so
+        that they keep their worker processes for it rather than start new ones."""
+        more = self._num_epochs is None or self._epoch < self._num_epochs - 1
+        _keep_workers_at_end(self._parent, more)
 
     def __str__(self) -> str:
         return f"RepeatDatasetIterator(num_epochs={self._num_epochs})"
+
+
+def _keep_workers_at_end(iterator: Any, keep: bool) -> None:
+    """Calls ``keep_workers_at_end(keep)`` on the first such iterator down every branch."""
+    hook = getattr(iterator, "keep_workers_at_end", None)
+    if callable(hook):
+        hook(keep)
+        return
+    for parent in getattr(iterator, "_parents", ()):
+        _keep_workers_at_end(parent, keep)
 
 
 class LimitIterDataset(IterDataset):
