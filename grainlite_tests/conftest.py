@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import multiprocessing.resource_tracker
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -26,6 +27,13 @@ def own_segments() -> set[str]:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    # Many tests send SIGINT (Ctrl-C) to a loader, here or in a child interpreter. A suite started
+    # as a background job of a non-interactive shell (`command &`, nohup) inherits SIGINT
+    # ignored, and Python then leaves it ignored: no KeyboardInterrupt anywhere, in this process
+    # or in the interpreters it starts. Give SIGINT back its usual meaning, as in a terminal; a
+    # handled signal is reset to its default in every child at exec, so they get it too.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # multiprocessing's resource tracker (started by the grain peer and by spawn) lives as long as
     # the test session; start it first so that no test is blamed for it.
     multiprocessing.resource_tracker.ensure_running()
