@@ -72,6 +72,12 @@ def shm_mappings(pid: int) -> tuple[int, int]:
     return len(sizes), sum(sizes.values())
 
 
+# The role of each pid seen so far: a worker that is exiting has an empty command line (the
+# kernel drops it with the process's memory map) while its pages still count, so it keeps the
+# role it had when it was last seen whole.
+_roles: dict[int, str] = {}
+
+
 def _role(pid: int, me: int) -> str:
     if pid == me:
         return "parent"
@@ -79,10 +85,15 @@ def _role(pid: int, me: int) -> str:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             words = cmdline.read().split(b"\0")
     except OSError:
-        return "gone"
+        return _roles.get(pid, "gone")
+    if not any(words):
+        return _roles.get(pid, "exiting")
     if b"grainlite.engine.child" in words:
-        return "worker"
-    return b" ".join(words[:3]).decode(errors="replace")[:40]
+        role = "worker"
+    else:
+        role = b" ".join(words[:3]).decode(errors="replace")[:40]
+    _roles[pid] = role
+    return role
 
 
 def snapshot(me: int) -> list[dict[str, Any]]:

@@ -268,6 +268,8 @@ def test_the_memory_breakdown_splits_the_peak_by_process_and_a_workers_start_up_
     assert roles == ["parent", "worker", "worker"]
     assert peak["records"] == records
     assert peak["peak_pss_mb"] * 1024 * 1024 == sum(row["Pss"] for row in peak["peak"])
-    assert all(row["Pss_Shmem"] > 0 and row["shm_maps"] >= 1 for row in peak["peak"][1:])
+    # The workers' batch slabs are in the peak (a worker caught starting or ending may have none).
+    assert sum(row["Pss_Shmem"] for row in peak["peak"] if row["role"] == "worker") > 0
+    assert any(row["shm_maps"] >= 1 for row in peak["peak"] if row["role"] == "worker")
     names = [name for name, _, _ in json.loads(steps.read_text())["steps"]]
     assert names == ["interpreter", "import grainlite.engine.child", "unpickle the pipeline"]
