@@ -20,9 +20,13 @@ def _stat_fields(pid: int | str) -> list[str] | None:
 
 
 def alive(pid: int) -> bool:
-    """True while process ``pid`` runs (a zombie, ended but not yet reaped, does not count)."""
+    """True while process ``pid`` runs (a zombie, ended but not yet reaped, does not count).
+
+    A process that ends while its ``stat`` file is read counts as gone: the read then fails with
+    ``ProcessLookupError`` rather than ``FileNotFoundError``, and both are caught.
+    """
     fields = _stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
+    return fields is not None and fields[0] not in ("Z", "X")
 
 
 def live_children(parent: int | None = None) -> set[int]:

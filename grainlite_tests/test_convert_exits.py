@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from leak_check import alive
 
 from grainlite.shm.names import identity
 from grainlite_tests.support.convert_helpers import convert, read_back
@@ -39,16 +40,6 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(entry))
     return found
-
-
-def _running(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a dead orphan pid 1 has not reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            state = file.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
 
 
 def _dead_pid() -> int:
@@ -93,9 +84,9 @@ def test_a_conversion_killed_by_sigkill_leaves_no_writer_and_the_next_one_reclai
     assert process.returncode == -signal.SIGKILL
     assert len(writers) == 2, writers
     deadline = time.monotonic() + 5
-    while any(map(_running, writers)) and time.monotonic() < deadline:
+    while any(map(alive, writers)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    survivors = [pid for pid in writers if _running(pid)]
+    survivors = [pid for pid in writers if alive(pid)]
     for pid in survivors:  # a failing run leaves nothing behind either
         os.kill(pid, signal.SIGKILL)
     assert not survivors, "a shard writer outlived the convert"

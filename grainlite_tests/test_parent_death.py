@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from leak_check import alive
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,14 +41,6 @@ while True:
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            return file.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.parametrize("how", ["kernel", "watch"])
 @pytest.mark.parametrize("parent_dies", ["before the helper asks", "after the helper asked"])
 def test_a_helper_ends_within_seconds_when_its_parent_is_killed(how, parent_dies):
@@ -66,12 +59,12 @@ def test_a_helper_ends_within_seconds_when_its_parent_is_killed(how, parent_dies
         parent.kill()
         parent.wait(timeout=30)
         deadline = time.monotonic() + 5
-        while _running(helper) and time.monotonic() < deadline:
+        while alive(helper) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _running(helper), f"the helper outlived its parent ({how})"
+        assert not alive(helper), f"the helper outlived its parent ({how})"
     finally:
         parent.kill()
         parent.wait(timeout=30)
         parent.stdout.close()  # type: ignore[union-attr]
-        if helper and _running(helper):
+        if helper and alive(helper):
             os.kill(helper, signal.SIGKILL)

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+from leak_check import alive
 
 import grainlite as grain
 from grainlite.errors import (
@@ -46,14 +47,6 @@ def records(tmp_path_factory):
     from stand_in_data import write_classification_records
 
     return write_classification_records(tmp_path_factory.mktemp("ray") / "r.array_record", 48)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def wait_until_gone(pids: list[int], seconds: float = 30.0) -> list[int]:
