@@ -34,7 +34,7 @@ from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.mp_state import decode_state, encode_state
 from grainlite.dataset.next_index import NoNextIndexError
 from grainlite.dataset.worker_pipeline import DatasetPipeline
-from grainlite.engine.failures import FailedElement, hide_internal_frames
+from grainlite.engine.failures import FailedElement, hide_internal_frames, stopped_error
 from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError, shown
 from grainlite.options import MultiprocessingOptions
@@ -180,7 +180,7 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         stream = self._stream
         if stream is None:
             if self._stopped_by is not None:
-                raise _stopped_error(self._stopped_by)
+                raise stopped_error(self._stopped_by, "This mp_prefetch iterator", "iter(dataset)")
             if self._closed:
                 raise GrainliteRuntimeError(
                     "This mp_prefetch iterator was closed; call iter(dataset) for a new one, or "
@@ -304,13 +304,3 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
 
     def __str__(self) -> str:
         return f"MultiprocessPrefetchDatasetIterator(workers={self._workers})"
-
-
-def _stopped_error(cause: BaseException) -> GrainliteRuntimeError:
-    error = GrainliteRuntimeError(
-        f"This mp_prefetch iterator stopped at an earlier error ({type(cause).__name__}: "
-        f"{cause}) and cannot go on by itself. Call set_state(iterator.get_state()) to go on "
-        "after the last element it delivered, or iter(dataset) to start over."
-    )
-    error.__cause__ = cause
-    return error

@@ -94,14 +94,10 @@ class DevicePutDatasetIterator(DatasetIterator):
         item = self._prefetcher().get()
         if not isinstance(item, prefetching.Item):
             _stop_all(self._holder)
+            self._ended = isinstance(item, prefetching.End)
         if item.state is not None:
             self._state = item.state
-        if isinstance(item, prefetching.End):
-            self._ended = True
-            raise StopIteration
-        if isinstance(item, prefetching.Failed):
-            raise item.error
-        return item.value
+        return prefetching.value_of(item)
 
     def get_state(self) -> dict[str, Any]:
         """The parent's state after the last element returned."""

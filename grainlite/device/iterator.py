@@ -128,15 +128,12 @@ class DeviceIterator(Iterator[Any]):
         item = self._start().get()
         if not isinstance(item, prefetching.Item):
             self._engine.stop()  # the thread ended after sending this item
+            self._ended = isinstance(item, prefetching.End)
         if item.state is not None:
             self._host_state = item.state
-        if isinstance(item, prefetching.End):
-            self._ended = True
-            raise StopIteration
-        if isinstance(item, prefetching.Failed):
-            raise item.error
+        value = prefetching.value_of(item)
         self._received += 1
-        return item.value
+        return value
 
     def _next_now(self) -> Any:
         """``prefetch=0``: read, place and hand out in the caller's thread."""

@@ -154,6 +154,17 @@ class Prefetcher:
                 return
 
 
+def value_of(item: Item | Failed | End) -> Any:
+    """The consumer's side of the protocol: an ``Item``'s value; raises ``StopIteration`` for an
+    ``End`` and the error of a ``Failed``. (After either, the thread has ended: the consumer stops
+    its :class:`Prefetcher` and keeps the item's state first.)"""
+    if isinstance(item, End):
+        raise StopIteration
+    if isinstance(item, Failed):
+        raise item.error
+    return item.value
+
+
 def close_if_closable(source: Any) -> None:
     """Calls ``source.close()`` if the source has one (a plain iterator may not)."""
     close = getattr(source, "close", None)

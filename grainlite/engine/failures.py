@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from grainlite import config
+from grainlite.errors import GrainliteRuntimeError
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -36,6 +37,24 @@ def fail(error: BaseException, what: str) -> FailedElement:
     """Wraps ``error`` for the stream, with a note saying which part of the pipeline raised it."""
     error.add_note(f"grainlite: raised by {what}.")
     return FailedElement(error)
+
+
+def stopped_error(cause: BaseException, iterator: str, restart: str) -> GrainliteRuntimeError:
+    """What ``next()`` raises after an error the stream could not go on after (a dead worker, a
+    failed start, Ctrl-C), until ``set_state`` moves the iterator: it names the cause.
+
+    Args:
+      cause: the error that stopped the stream (also the result's ``__cause__``).
+      iterator: the iterator, as the message's subject ("This iterator").
+      restart: the call that starts a new iterator ("iter(loader)").
+    """
+    error = GrainliteRuntimeError(
+        f"{iterator} stopped at an earlier error ({type(cause).__name__}: {cause}) and cannot "
+        f"go on by itself. Call set_state(iterator.get_state()) to go on after the last element "
+        f"it delivered, or {restart} to start over."
+    )
+    error.__cause__ = cause
+    return error
 
 
 def describe_operation(position: int, op: Any) -> str:

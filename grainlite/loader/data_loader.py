@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from grainlite.engine.failures import FailedElement, hide_internal_frames
+from grainlite.engine.failures import FailedElement, hide_internal_frames, stopped_error
 from grainlite.errors import (
-    GrainliteRuntimeError,
     GrainliteTypeError,
     GrainliteValueError,
     LoaderClosedError,
@@ -215,7 +214,7 @@ class DataLoaderIterator(Iterator[Any]):
         stream = self._stream
         if stream is None:
             if self._stopped_by is not None:
-                raise _stopped_error(self._stopped_by)
+                raise stopped_error(self._stopped_by, "This iterator", "iter(loader)")
             if self._closed:
                 raise LoaderClosedError(
                     "This iterator was closed; call iter(loader) for a new one, or restore a "
@@ -326,16 +325,6 @@ class DataLoaderIterator(Iterator[Any]):
 
     def __str__(self) -> str:
         return f"PyGrainDatasetIterator(state={self.get_state().decode()})"
-
-
-def _stopped_error(cause: BaseException) -> GrainliteRuntimeError:
-    error = GrainliteRuntimeError(
-        f"This iterator stopped at an earlier error ({type(cause).__name__}: {cause}) and cannot "
-        f"go on by itself. Call set_state(iterator.get_state()) to go on after the last element "
-        f"it delivered, or iter(loader) to start over."
-    )
-    error.__cause__ = cause
-    return error
 
 
 class _InProcessStream:

@@ -241,32 +241,70 @@ def remainder(
     streams = []
     for host, document in sorted(documents.items()):
         streams += _old_streams(document, host, hosts, layout, pipeline)
+    resolve_cursors(streams, pipeline)
     special: set[int] = set()
+    for stream in streams:
+        special |= set(stream.skips) | stream.drops
+    bound = max([s.tail_index for s in streams] + [i + 1 for i in special])
+    holes = undelivered(
+        streams,
+        lambda index: index >= bound,
+        end=streams[0].slice.end,
+        furthest=f" (the furthest is at sampler index {bound})",
+    )
+    return _deal(sorted(holes.items()), bound, hosts, layout, pipeline)
+
+
+def resolve_cursors(streams: list[_OldStream], pipeline: Any) -> None:
+    """Adds to each stream's skips the records its FlatMap levels had partly delivered (rule 2):
+    where a saved skip and the resolved one name the same record, the larger count stands."""
     for stream in streams:
         for index, skips in _resolve_cursor(stream, pipeline).items():
             old = stream.skips.get(index, (0,) * len(skips))
             stream.skips[index] = tuple(max(a, b) for a, b in zip(old, skips))
-        special |= set(stream.skips) | stream.drops
-    bound = max([s.tail_index for s in streams] + [i + 1 for i in special])
-    end = streams[0].slice.end
+
+
+def undelivered(
+    streams: list[_OldStream],
+    past: Callable[[int], bool],
+    *,
+    code: Callable[[int], int] | None = None,
+    end: int | None = None,
+    furthest: str = "",
+) -> dict[int, tuple[int, ...] | None]:
+    """The holes of rule 2: what the old streams had not delivered, with each one's FlatMap skips.
+
+    Each stream is walked from where it stands: its unread holes, then its native indices until
+    the first one for which ``past(index)`` is true (the remainder ends before it). Records whose
+    failure was delivered are no holes, nor are indices ``>= end`` (when given).
+
+    Args:
+      streams: the old streams, their cursors resolved (:func:`resolve_cursors`).
+      past: true for a native index at or after the end of the remainder.
+      code: the key a hole gets in the result (the index itself when None).
+      end: the sampler's length, or None.
+      furthest: said after "records apart" when there are too many holes.
+
+    Returns:
+      ``{hole key: its skips (outputs to drop per FlatMap level) or None}``.
+    """
     holes: dict[int, tuple[int, ...] | None] = {}
     for stream in streams:
         position = innermost(stream.start)
         stop = stream.slice.positions()
         while stop is None or position < stop:
             index = stream.slice.index(position)
-            if index >= bound and position >= stream.slice.tail_start:
+            if position >= stream.slice.tail_start and past(index):
                 break
             if (end is None or index < end) and index not in stream.drops:
-                holes[index] = stream.skips.get(index)
+                holes[index if code is None else code(index)] = stream.skips.get(index)
                 if len(holes) > pending_field.MAX_HOLES:
                     raise codec._bad(
-                        f"its workers stand more than {pending_field.MAX_HOLES} records apart "
-                        f"(the furthest is at sampler index {bound}), which no DataLoader run "
-                        f"leaves"
+                        f"its workers stand more than {pending_field.MAX_HOLES} records "
+                        f"apart{furthest}, which no DataLoader run leaves"
                     )
             position += 1
-    return _deal(sorted(holes.items()), bound, hosts, layout, pipeline)
+    return holes
 
 
 def _deal(

@@ -167,11 +167,9 @@ def remainder(
             sampler_repr=document.get("sampler", repr(old_sampler)),
             sampler_length=len(old_sampler),
         )
-        for stream in elastic._old_streams(document, host, hosts, old_layout, old_pipeline):
-            for index, skips in elastic._resolve_cursor(stream, old_pipeline).items():
-                old = stream.skips.get(index, (0,) * len(skips))
-                stream.skips[index] = tuple(max(a, b) for a, b in zip(old, skips))
-            streams.append(stream)
+        host_streams = elastic._old_streams(document, host, hosts, old_layout, old_pipeline)
+        elastic.resolve_cursors(host_streams, old_pipeline)
+        streams += host_streams
     per_host = n // hosts
 
     def epoch_of(index: int) -> int:
@@ -187,24 +185,11 @@ def remainder(
         last = max(last, epoch_of(stream.tail_index) - 1)
         for index in set(stream.skips) | stream.drops | set(stream.slice.head):
             last = max(last, epoch_of(index))
-    holes: dict[int, tuple[int, ...] | None] = {}
-    for stream in streams:
-        position = innermost(stream.start)
-        stop = stream.slice.positions()
-        while stop is None or position < stop:
-            index = stream.slice.index(position)
-            native = position >= stream.slice.tail_start
-            if native and epoch_of(index) > last:
-                break
-            if index not in stream.drops:
-                code = foreign.encode(hosts, index) if index >= 0 else index
-                holes[code] = stream.skips.get(index)
-                if len(holes) > pending_field.MAX_HOLES:
-                    raise codec._bad(
-                        f"its workers stand more than {pending_field.MAX_HOLES} records apart, "
-                        f"which no DataLoader run leaves"
-                    )
-            position += 1
+    holes = elastic.undelivered(
+        streams,
+        lambda index: epoch_of(index) > last,
+        code=lambda index: foreign.encode(hosts, index) if index >= 0 else index,
+    )
     ordered = sorted(holes.items(), key=lambda hole: _epoch(hole[0], n))
     bound = layout.shard_count * (last + 1) * (n // layout.shard_count)
     return elastic._deal(ordered, bound, hosts, layout, pipeline, key=lambda i: _epoch(i, n))

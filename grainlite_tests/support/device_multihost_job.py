@@ -14,10 +14,11 @@ import json
 import sys
 from typing import Any
 
+from grainlite_tests.support.multihost import join_peers
+
 NUM_RECORDS = 32
 LOCAL_BATCH = 4
 BATCHES = 3
-INIT_TIMEOUT_S = 30
 
 
 def run(report: dict[str, Any]) -> None:
@@ -58,13 +59,7 @@ def main() -> None:
     process_id, port, out = sys.argv[1:]
     import jax
 
-    jax.distributed.initialize(
-        coordinator_address=f"127.0.0.1:{port}",
-        coordinator_bind_address=f"127.0.0.1:{port}",
-        num_processes=2,
-        process_id=int(process_id),
-        initialization_timeout=INIT_TIMEOUT_S,
-    )
+    join_peers(int(process_id), 2, port)
     report: dict[str, Any] = {"process": jax.process_index()}
     run(report)
     with open(out, "w") as file:

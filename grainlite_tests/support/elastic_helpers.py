@@ -1,6 +1,10 @@
 """Shared helpers for the elastic-restore tests: pipelines whose elements name their record, and
 the exactly-once check (before + after a resize == the uninterrupted run, as multisets).
 
+The loader here shards one global sampler with the DataLoader's shard options; the tests of a
+sampler-sharded ``IndexSampler`` (``resharding_helpers``) reuse the transforms, :func:`flatten`,
+:func:`save` and :func:`resume` with their own loader.
+
 Every pipeline starts with :class:`Tag`, which turns record key ``k`` at sampler index ``i`` into
 ``k * 1000 + (a draw of i's rng)``: the element names both the record and (through the rng,
 seeded by ``seed + i``) its sampler index, and stays the same whichever worker reads it. The later
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,6 +25,9 @@ import grainlite as grain
 NUM_RECORDS = 23  # prime: no layout divides it evenly
 EPOCHS = 2
 SEED = 11
+
+# Builds host ``host`` of ``hosts``'s loader with ``workers`` workers: (ops, host, hosts, workers).
+MakeLoader = Callable[[list[Any], int, int, int], grain.DataLoader]
 
 
 class Tag(grain.RandomMapTransform):
@@ -83,13 +91,17 @@ def flatten(elements: list[Any]) -> list[int]:
 
 
 def save(
-    ops: list[Any], hosts: int, workers: int, steps: list[int]
+    ops: list[Any], hosts: int, workers: int, steps: list[int], make: MakeLoader | None = None
 ) -> tuple[list[Any], list[bytes]]:
-    """Runs each host for its number of steps; returns what they delivered and their states."""
+    """Runs each host for its number of steps; returns what they delivered and their states.
+
+    ``make(ops, host, hosts, workers)`` builds each host's loader (:func:`loader` when None).
+    """
+    make = loader if make is None else make
     delivered: list[Any] = []
     states = []
     for host in range(hosts):
-        with iter(loader(ops, host, hosts, workers)) as iterator:
+        with iter(make(ops, host, hosts, workers)) as iterator:
             for _ in range(steps[host]):
                 try:
                     delivered.append(next(iterator))
@@ -99,16 +111,25 @@ def save(
     return delivered, states
 
 
-def resume(ops: list[Any], states: list[bytes], hosts: int, workers: int) -> list[list[Any]]:
+def resume(
+    ops: list[Any],
+    states: list[bytes],
+    hosts: int,
+    workers: int,
+    make: MakeLoader | None = None,
+    every_state: bool = False,
+) -> list[list[Any]]:
     """Restores the saved states on ``hosts`` hosts with ``workers`` workers; each host's rest.
 
-    With the saving host count each host restores its own state (``set_state``); with another,
-    each host reads every host's state, as the Orbax handler does.
+    With the saving host count each host restores its own state (``set_state``) unless
+    ``every_state``; with another (or ``every_state``), each host reads every host's state, as the
+    Orbax handler does. ``make`` builds each host's loader as in :func:`save`.
     """
+    make = loader if make is None else make
     rests = []
     for host in range(hosts):
-        with iter(loader(ops, host, hosts, workers)) as iterator:
-            if hosts == len(states):
+        with iter(make(ops, host, hosts, workers)) as iterator:
+            if hosts == len(states) and not every_state:
                 iterator.set_state(states[host])
             else:
                 documents = {s: json.loads(state) for s, state in enumerate(states)}

@@ -14,26 +14,21 @@ from __future__ import annotations
 import json
 import sys
 
+from grainlite_tests.support.multihost import join_peers
+
 STEP = 1
 SAVE_AFTER = (2, 5)  # elements (batches) read before the save, per saving process
 WORKERS_BEFORE = 0
 WORKERS_AFTER = 1
 SPEC = ("filter", "fan")
 BATCH = (2, False)
-INIT_TIMEOUT_S = 30
 
 
 def main() -> None:
     phase, process_id, process_count, port, folder, out = sys.argv[1:]
     import jax
 
-    jax.distributed.initialize(
-        coordinator_address=f"127.0.0.1:{port}",
-        coordinator_bind_address=f"127.0.0.1:{port}",
-        num_processes=int(process_count),
-        process_id=int(process_id),
-        initialization_timeout=INIT_TIMEOUT_S,
-    )
+    join_peers(int(process_id), int(process_count), port)
     import orbax.checkpoint as ocp
 
     import grainlite as grain

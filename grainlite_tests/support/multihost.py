@@ -1,5 +1,6 @@
 """Jobs of several processes on localhost (``jax.distributed`` peers): a free port, the
-environment they need, and a runner that kills them all at a deadline or at the first failure."""
+environment they need, a runner that kills them all at a deadline or at the first failure, and
+the call with which each job process joins the others."""
 
 from __future__ import annotations
 
@@ -14,6 +15,21 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+INIT_TIMEOUT_S = 30  # how long a job process waits for its peers in jax.distributed.initialize
+
+
+def join_peers(process_id: int, process_count: int, port: int | str) -> None:
+    """Starts ``jax.distributed`` in a job process: process ``process_id`` of ``process_count``,
+    the coordinator on localhost ``port``. Call it before any other JAX call."""
+    import jax
+
+    jax.distributed.initialize(
+        coordinator_address=f"127.0.0.1:{port}",
+        coordinator_bind_address=f"127.0.0.1:{port}",
+        num_processes=process_count,
+        process_id=process_id,
+        initialization_timeout=INIT_TIMEOUT_S,
+    )
 
 
 def free_port() -> int:

@@ -22,9 +22,10 @@ import json
 import sys
 from typing import Any
 
+from grainlite_tests.support.multihost import join_peers
+
 NUM_RECORDS = 21  # odd, so the two shards differ in size
 SAVE_AFTER = 2  # elements (batches of 2) read before the save
-INIT_TIMEOUT_S = 30
 LAYOUTS = ("shared", "per_host")
 
 
@@ -114,13 +115,7 @@ def main() -> None:
     import jax
 
     # Before any other JAX call (ShardByJaxProcess asks JAX for the process index and count).
-    jax.distributed.initialize(
-        coordinator_address=f"127.0.0.1:{port}",
-        coordinator_bind_address=f"127.0.0.1:{port}",
-        num_processes=2,
-        process_id=int(process_id),
-        initialization_timeout=INIT_TIMEOUT_S,
-    )
+    join_peers(int(process_id), 2, port)
     counts = [int(w) for w in worker_counts.split(",")]
     report: dict[str, dict] = {}
     (save if phase == "save" else restore)(directory, counts, report)

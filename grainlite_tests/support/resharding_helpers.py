@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 import grainlite as grain
+from grainlite_tests.support import elastic_helpers
 from grainlite_tests.support.elastic_helpers import Fan, KeepSome, flatten
 
 NUM_RECORDS = 23  # prime: 23 % S records are dropped for every S > 1
@@ -84,28 +85,12 @@ def save(
     ops: list[Any], hosts: int, workers: int, steps: list[int]
 ) -> tuple[list[Any], list[bytes]]:
     """Runs each host for its number of steps; returns what they delivered and their states."""
-    delivered: list[Any] = []
-    states = []
-    for host in range(hosts):
-        with iter(loader(ops, host, hosts, workers)) as iterator:
-            for _ in range(steps[host]):
-                try:
-                    delivered.append(next(iterator))
-                except StopIteration:
-                    break
-            states.append(iterator.get_state())
-    return delivered, states
+    return elastic_helpers.save(ops, hosts, workers, steps, make=loader)
 
 
 def resume(ops: list[Any], states: list[bytes], hosts: int, workers: int) -> list[list[Any]]:
     """Each new host's rest after reading every old host's state, as the Orbax handler does."""
-    documents = {s: json.loads(state) for s, state in enumerate(states)}
-    rests = []
-    for host in range(hosts):
-        with iter(loader(ops, host, hosts, workers)) as iterator:
-            iterator._restore_hosts(documents, len(states))
-            rests.append(list(iterator))
-    return rests
+    return elastic_helpers.resume(ops, states, hosts, workers, make=loader, every_state=True)
 
 
 def matching_epoch(

@@ -20,6 +20,8 @@ import json
 import logging
 import sys
 
+from grainlite_tests.support.multihost import join_peers
+
 # Batches read in all before each save, per saving process, for 2 and for 3 saving processes.
 SAVE_AFTER = {
     2: {1: (1, 2), 2: (4, 5), 3: (7, 9)},  # of (9, 12) batches in all
@@ -28,7 +30,6 @@ SAVE_AFTER = {
 SPEC = ("filter",)
 BATCH = 2
 ALTERNATE = (0, 2)  # the worker counts a negative WORKERS alternates between, by step
-INIT_TIMEOUT_S = 30
 
 
 def main() -> None:
@@ -36,13 +37,7 @@ def main() -> None:
     logging.disable(logging.WARNING)  # the drop_remainder notice, once per sampler
     import jax
 
-    jax.distributed.initialize(
-        coordinator_address=f"127.0.0.1:{port}",
-        coordinator_bind_address=f"127.0.0.1:{port}",
-        num_processes=int(process_count),
-        process_id=int(process_id),
-        initialization_timeout=INIT_TIMEOUT_S,
-    )
+    join_peers(int(process_id), int(process_count), port)
     import orbax.checkpoint as ocp
 
     import grainlite as grain
