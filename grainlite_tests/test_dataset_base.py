@@ -154,3 +154,24 @@ def test_pipelines_and_iterators_mid_stream_survive_cloudpickle():
         next(iterator)
     assert list(pickle.loads(cloudpickle.dumps(iterator))) == list(iterator)
     assert list(pickle.loads(cloudpickle.dumps(ds))) == list(ds)
+
+
+class _GivesAPlainIterator(IterDataset):
+    """A user's stream whose ``__iter__`` returns a plain Python iterator, not a DatasetIterator."""
+
+    def __init__(self, values: list[int], as_generator: bool) -> None:
+        super().__init__()
+        self._values = values
+        self._as_generator = as_generator
+
+    def __iter__(self):  # type: ignore[override]
+        if self._as_generator:
+            return (v for v in self._values)
+        return iter(self._values)
+
+
+@pytest.mark.parametrize("as_generator", [False, True], ids=["iterator", "generator"])
+def test_a_plain_iterator_under_map_and_filter_gives_every_element_once(as_generator):
+    source = _GivesAPlainIterator([1, 2, 3, 4], as_generator)
+    assert list(source.map(lambda x: x * 10)) == [10, 20, 30, 40]
+    assert list(source.filter(lambda x: x % 2 == 0)) == [2, 4]

@@ -532,3 +532,29 @@ def test_workers_keep_jax_on_the_cpu_and_need_no_absl_flags():
     assert eval(elements) == [("cpu", False, False, x) for x in range(4)]
     assert parent_absl == "False"
     assert float(ttfb) < 5.0  # about 0.3 s; generous for a loaded 2-core machine
+
+
+def test_a_state_is_taken_and_set_before_the_worker_starts_without_pickling_the_pipeline():
+    # A spawn-context Event can only reach another process by inheritance, so this pipeline can
+    # never be pickled for a worker; as in Grain, iter(), get_state() and set_state() still work
+    # (they run no transform and start nothing) and the pickling error comes at the first next().
+    import multiprocessing
+
+    event = multiprocessing.get_context("spawn").Event()
+
+    def sets_the_event(x: int) -> int:
+        event.set()
+        return x
+
+    ds = MapDataset.source([1, 2, 3]).map(sets_the_event).to_iter_dataset()
+    it = iter(ds.mp_prefetch(options(1)))
+    state = it.get_state()
+    assert state["iterators_in_use_states"] == [{"next_index": 0}]
+    it.set_state(state)
+    assert not event.is_set() and it._stream is None
+    with pytest.raises(
+        RuntimeError, match="shared between processes through inheritance"
+    ) as caught:
+        next(it)
+    assert "MultiprocessingOptions(num_workers=0)" in "".join(caught.value.__notes__)
+    assert it._stream is None and not event.is_set()

@@ -384,7 +384,10 @@ class DatasetIterator(Generic[T], Iterator[T], abc.ABC):
     """
 
     def __init__(self, parents: DatasetIterator | Sequence[DatasetIterator] = ()) -> None:
-        self._parents = _as_parents(parents)
+        # Any iterator is one parent, not a sequence of them: a user's ``__iter__`` may return
+        # a generator or an iterator of its own class, and reading it here as a sequence would
+        # consume its elements (and never end for an endless one).
+        self._parents = (parents,) if isinstance(parents, Iterator) else _as_parents(parents)
         self._closed = False
 
     @property

@@ -153,7 +153,6 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         self._pipeline = DatasetPipeline(
             dataset._parent, dataset._sequential_slice, dataset._worker_init_fn
         )
-        self._pipeline.pickled()  # an unpicklable pipeline fails here, not in a worker
         self._initial: list[Any] = [None] * self._workers
         self._position = IteratorPosition([None] * self._workers, 0, [False] * self._workers)
         self._stream: Any = None

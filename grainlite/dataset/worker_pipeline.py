@@ -121,8 +121,21 @@ class DatasetPipeline(PipelineBase):
         return state
 
     def worker_dataset(self, worker: int, workers: int) -> IterDataset:
-        """A private copy of the pipeline restricted to worker ``worker``'s share."""
-        dataset: IterDataset = cloudpickle.loads(self.pickled()).dataset
+        """A private copy of the pipeline restricted to worker ``worker``'s share, for the
+        parent's questions about a worker's iterator (they never touch the user's nodes).
+
+        With one worker the share is the whole pipeline, so a pipeline that cannot be pickled
+        (it holds a lock, or a multiprocessing Event that only process inheritance may share)
+        is asked itself, as Grain's ``get_state`` asks it: taking or setting a state before the
+        worker starts works, and the pickling error comes when the worker starts, as in Grain.
+        """
+        try:
+            blob = self.pickled()
+        except Exception:
+            if workers != 1:
+                raise
+            return self.dataset
+        dataset: IterDataset = cloudpickle.loads(blob).dataset
         worker_slicing.slice_for_worker(dataset, worker, workers, self.sequential)
         return dataset
 

@@ -28,6 +28,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -472,8 +473,33 @@ def install() -> GrainToGrainliteFinder:
 # --- the pytest plugin ---------------------------------------------------------------------------
 
 
+SUBPROCESS_FLAG = "GRAINLITE_GRAIN_UNIT_ADAPTER"
+SITE_DIR = Path(__file__).resolve().parent / "grain_unit_site"
+
+
+def share_with_subprocesses() -> None:
+    """Makes every Python process started from here install the same mapping at start-up.
+
+    Worker processes unpickle the test modules' classes by reference, importing the test module;
+    without the mapping that import loads the real Grain in the worker. The processes inherit
+    ``GRAINLITE_GRAIN_UNIT_ADAPTER=1`` and find ``grain_unit_site/sitecustomize.py`` on their path
+    (``PYTHONPATH``, and ``sys.path``, which grainlite's workers get as their ``PYTHONPATH``).
+    """
+    os.environ[SUBPROCESS_FLAG] = "1"
+    site = str(SITE_DIR)
+    if site not in sys.path:
+        sys.path.append(site)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    root = str(SITE_DIR.parents[2])  # the repository root: where grainlite_tests imports from
+    for entry in (root, site):
+        if entry not in paths:
+            paths.append(entry)
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+
+
 def pytest_configure(config: Any) -> None:
     install()
+    share_with_subprocesses()
 
 
 def test_module_name(path: Path) -> str | None:
