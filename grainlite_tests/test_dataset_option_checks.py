@@ -1,0 +1,48 @@
+"""The Dataset API's count options all follow :func:`grainlite.checks.int_option`'s rule.
+
+A Python or numpy integer is accepted (a bool is not), a wrong type is a TypeError, a value
+below the minimum a ValueError (the types Grain 0.2.18 raises), and a message quotes at most
+~200 characters of the value.
+"""
+
+from __future__ import annotations
+
+import absl.flags
+import grain.python as real_grain
+import numpy as np
+import pytest
+
+import grainlite as grain
+
+absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18 reads absl flags; they must count as parsed
+
+LONG = "x" * 10_000  # a bad value far longer than a message may quote
+
+
+def _stream():
+    return grain.MapDataset.range(6).to_iter_dataset()
+
+
+def test_grains_own_options_with_numpy_counts_run_mp_prefetch_with_plain_int_counts():
+    options = real_grain.MultiprocessingOptions(
+        num_workers=np.int64(0), per_worker_buffer_size=np.int64(2)
+    )
+    ds = _stream().mp_prefetch(options)
+    assert list(ds) == list(range(6))
+    assert type(ds.multiprocessing_options.num_workers) is int
+    assert type(ds.multiprocessing_options.per_worker_buffer_size) is int
+
+
+@pytest.mark.parametrize("name", ["num_workers", "per_worker_buffer_size"])
+def test_a_negative_count_in_grains_own_options_is_a_value_error_naming_the_count(name):
+    options = real_grain.MultiprocessingOptions(**{name: -1})
+    with pytest.raises(ValueError, match=f"mp_prefetch options {name} .* got -1;"):
+        _stream().mp_prefetch(options)
+
+
+def test_a_huge_bad_count_in_mp_prefetch_options_is_quoted_short():
+    options = real_grain.MultiprocessingOptions(num_workers=LONG)
+    with pytest.raises(TypeError) as caught:
+        _stream().mp_prefetch(options)
+    assert "num_workers" in str(caught.value)
+    assert len(str(caught.value)) < 500
