@@ -46,3 +46,40 @@ def test_a_huge_bad_count_in_mp_prefetch_options_is_quoted_short():
         _stream().mp_prefetch(options)
     assert "num_workers" in str(caught.value)
     assert len(str(caught.value)) < 500
+
+
+def test_a_negative_thread_prefetch_buffer_size_carries_grains_whole_message():
+    with pytest.raises(ValueError) as grains:
+        real_grain.experimental.ThreadPrefetchIterDataset(
+            real_grain.MapDataset.range(6).to_iter_dataset(), prefetch_buffer_size=-1
+        )
+    with pytest.raises(ValueError) as ours:
+        grain.experimental.ThreadPrefetchIterDataset(_stream(), prefetch_buffer_size=-1)
+    assert str(grains.value).rstrip(".") in str(ours.value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda v: grain.experimental.ThreadPrefetchIterDataset(_stream(), prefetch_buffer_size=v),
+        lambda v: grain.experimental.multithread_prefetch(_stream(), num_threads=v, buffer_size=2),
+        lambda v: grain.experimental.multithread_prefetch(_stream(), num_threads=1, buffer_size=v),
+    ],
+    ids=[
+        "ThreadPrefetchIterDataset",
+        "multithread_prefetch-threads",
+        "multithread_prefetch-buffer",
+    ],
+)
+def test_thread_prefetch_counts_take_numpy_ints_and_refuse_bools(make):
+    assert list(make(np.int64(2))) == list(range(6))
+    with pytest.raises(TypeError, match="must be an int, got bool True;"):
+        make(True)
+
+
+def test_a_wrong_thread_count_is_a_grainlite_type_error_quoted_short():
+    with pytest.raises(grain.errors.GrainliteError) as caught:
+        grain.experimental.multithread_prefetch(_stream(), num_threads=LONG, buffer_size=2)
+    assert isinstance(caught.value, TypeError)
+    assert "multithread_prefetch num_threads must be an int, got str 'xxx" in str(caught.value)
+    assert len(str(caught.value)) < 500
