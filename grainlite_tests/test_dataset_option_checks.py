@@ -83,3 +83,47 @@ def test_a_wrong_thread_count_is_a_grainlite_type_error_quoted_short():
     assert isinstance(caught.value, TypeError)
     assert "multithread_prefetch num_threads must be an int, got str 'xxx" in str(caught.value)
     assert len(str(caught.value)) < 500
+
+
+@pytest.mark.parametrize(
+    "make, two",
+    [
+        (
+            lambda v: grain.experimental.RepeatIterDataset(_stream(), num_epochs=v),
+            list(range(6)) * 2,
+        ),
+        (lambda v: grain.experimental.LimitIterDataset(_stream(), count=v), [0, 1]),
+    ],
+    ids=["RepeatIterDataset", "LimitIterDataset"],
+)
+def test_repeat_and_limit_of_a_stream_take_numpy_ints_and_refuse_bools(make, two):
+    assert list(make(np.int64(2))) == two
+    with pytest.raises(TypeError, match="must be an int, got bool True;"):
+        make(True)
+
+
+@pytest.mark.parametrize("count", [0, -1])
+def test_a_limit_below_one_carries_grains_whole_message(count):
+    with pytest.raises(ValueError) as grains:
+        real_grain.experimental.LimitIterDataset(
+            real_grain.MapDataset.range(6).to_iter_dataset(), count=count
+        )
+    with pytest.raises(ValueError) as ours:
+        grain.experimental.LimitIterDataset(_stream(), count=count)
+    assert str(grains.value) in str(ours.value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda v: grain.MapDataset.range(6).repeat(num_epochs=v),
+        lambda v: grain.experimental.RepeatIterDataset(_stream(), num_epochs=v),
+        lambda v: grain.experimental.LimitIterDataset(_stream(), count=v),
+    ],
+    ids=["MapDataset.repeat", "RepeatIterDataset", "LimitIterDataset"],
+)
+def test_a_huge_bad_repeat_or_limit_count_is_quoted_short(make):
+    with pytest.raises(TypeError) as caught:
+        make(LONG)
+    assert "got str 'xxx" in str(caught.value)
+    assert len(str(caught.value)) < 500
