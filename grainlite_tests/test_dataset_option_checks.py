@@ -127,3 +127,33 @@ def test_a_huge_bad_repeat_or_limit_count_is_quoted_short(make):
         make(LONG)
     assert "got str 'xxx" in str(caught.value)
     assert len(str(caught.value)) < 500
+
+
+WINDOW_AND_CYCLE = [
+    lambda v: grain.experimental.WindowShuffleMapDataset(
+        grain.MapDataset.range(6), window_size=v, seed=1
+    ),
+    lambda v: grain.experimental.WindowShuffleIterDataset(_stream(), window_size=v, seed=1),
+    lambda v: grain.experimental.InterleaveIterDataset([_stream(), _stream()], cycle_length=v),
+]
+WINDOW_AND_CYCLE_IDS = ["WindowShuffleMapDataset", "WindowShuffleIterDataset", "Interleave"]
+
+
+@pytest.mark.parametrize("make", WINDOW_AND_CYCLE, ids=WINDOW_AND_CYCLE_IDS)
+def test_window_sizes_and_cycle_lengths_take_numpy_ints_and_refuse_bools(make):
+    assert list(make(np.int64(2))) == list(make(2))
+    with pytest.raises(TypeError, match="must be an int, got bool True;"):
+        make(True)
+
+
+@pytest.mark.parametrize("make", WINDOW_AND_CYCLE, ids=WINDOW_AND_CYCLE_IDS)
+def test_a_huge_bad_window_size_or_cycle_length_is_quoted_short(make):
+    with pytest.raises(TypeError) as caught:
+        make(LONG)
+    assert "got str 'xxx" in str(caught.value)
+    assert len(str(caught.value)) < 500
+
+
+def test_a_cycle_length_below_one_is_still_grains_index_error():
+    with pytest.raises(IndexError, match=r"cycle_length >= 1 \(got 2 datasets, cycle_length=0\)"):
+        grain.experimental.InterleaveIterDataset([_stream(), _stream()], cycle_length=0)
