@@ -157,3 +157,32 @@ def test_a_huge_bad_window_size_or_cycle_length_is_quoted_short(make):
 def test_a_cycle_length_below_one_is_still_grains_index_error():
     with pytest.raises(IndexError, match=r"cycle_length >= 1 \(got 2 datasets, cycle_length=0\)"):
         grain.experimental.InterleaveIterDataset([_stream(), _stream()], cycle_length=0)
+
+
+def _fan_out_transform(fan_out):
+    class Split(grain.experimental.FlatMapTransform):
+        max_fan_out = fan_out
+
+        def flat_map(self, element):
+            return [element]
+
+    return Split()
+
+
+def test_a_max_fan_out_of_the_wrong_type_is_a_type_error_quoted_short():
+    with pytest.raises(TypeError) as caught:
+        grain.experimental.FlatMapMapDataset(grain.MapDataset.range(4), _fan_out_transform(LONG))
+    assert "max_fan_out must be a positive int (got 'xxx" in str(caught.value)
+    assert len(str(caught.value)) < 500
+
+
+def test_a_max_fan_out_below_one_is_still_a_value_error():
+    with pytest.raises(ValueError, match=r"max_fan_out must be a positive int \(got 0 on Split\)"):
+        grain.experimental.FlatMapMapDataset(grain.MapDataset.range(4), _fan_out_transform(0))
+
+
+def test_a_huge_bad_batch_size_is_quoted_short():
+    with pytest.raises(TypeError) as caught:
+        grain.MapDataset.range(4).batch(LONG)
+    assert "batch_size must be an int, got 'xxx" in str(caught.value)
+    assert len(str(caught.value)) < 500
