@@ -143,12 +143,10 @@ class FlatMapIterDataset(IterDataset):
         self._flat_map = _flat_map_function(transform)
 
     def __iter__(self) -> FlatMapDatasetIterator:
-        fan_out = getattr(self._transform, "max_fan_out", None)
-        if not is_int(fan_out) or fan_out < 1:
-            fan_out = None  # not needed here: only a restored state is checked against it
-        return FlatMapDatasetIterator(
-            iter(self._parent), self._flat_map, None if fan_out is None else int(fan_out)
-        )
+        given: Any = getattr(self._transform, "max_fan_out", None)
+        # not needed here: only a restored state is checked against it
+        fan_out = int(given) if is_int(given) and given >= 1 else None
+        return FlatMapDatasetIterator(iter(self._parent), self._flat_map, fan_out)
 
     def __str__(self) -> str:
         return f"FlatMapIterDataset(transform={type(self._transform).__name__})"
