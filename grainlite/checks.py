@@ -23,7 +23,13 @@ def is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def int_option(value: object, minimum: int, wrong_type: str, too_small: str) -> int:
+def int_option(
+    value: object,
+    minimum: int,
+    wrong_type: str,
+    too_small: str,
+    too_small_error: type[GrainliteValueError] = GrainliteValueError,
+) -> int:
     """``value`` as an ``int`` if it is an integer >= ``minimum``.
 
     Args:
@@ -31,16 +37,19 @@ def int_option(value: object, minimum: int, wrong_type: str, too_small: str) -> 
       minimum: the smallest value allowed (0 for a non-negative option, 1 for a positive one).
       wrong_type: the message when ``value`` is not an integer (a template, see the module doc).
       too_small: the message when it is below ``minimum`` (a template).
+      too_small_error: the error raised then, a :class:`GrainliteValueError` (a subclass where
+        Grain raises a second builtin there too).
 
     Raises:
       GrainliteTypeError: ``value`` is not an integer (a TypeError, as Python raises there).
-      GrainliteValueError: ``value`` is below ``minimum`` (a ValueError, as Grain raises).
+      GrainliteValueError: ``value`` is below ``minimum`` (a ValueError, as Grain raises), or
+        ``too_small_error``.
     """
     if not is_int(value):
         raise GrainliteTypeError(template_filled(wrong_type, value))
     number = int(value)  # type: ignore[call-overload]
     if number < minimum:
-        raise GrainliteValueError(template_filled(too_small, number))
+        raise too_small_error(template_filled(too_small, number))
     return number
 
 

@@ -121,7 +121,7 @@ def test_a_zero_buffer_reads_in_the_consuming_thread():
 
 def test_a_negative_buffer_size_is_a_value_error_in_grains_words():
     with pytest.raises(
-        ValueError, match=r"`prefetch_buffer_size` must be greater than or equal to 0 \(got -1\)"
+        ValueError, match=r"`prefetch_buffer_size` must be greater than or equal to 0, got -1;"
     ):
         grain.experimental.ThreadPrefetchIterDataset(
             grain.MapDataset.range(5).to_iter_dataset(), prefetch_buffer_size=-1

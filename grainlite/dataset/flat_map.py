@@ -10,7 +10,8 @@ The transform is a ``FlatMapTransform`` (grainlite's or Grain's ``FlatMap``), wh
   parent element ``i // max_fan_out``, or ``None`` when that element has fewer pieces (holes,
   which ``to_iter_dataset`` skips and ``MapDataset.batch`` refuses). An element with more pieces
   than ``max_fan_out`` is a ValueError; a transform without ``max_fan_out`` is an
-  AttributeError. Indices past the end wrap through the parent.
+  AttributeError, one whose ``max_fan_out`` is no integer a TypeError (as in Grain) and one
+  below 1 a ValueError. Indices past the end wrap through the parent.
 * ``FlatMapIterDataset(parent, transform)`` yields every piece of every element in order;
   ``max_fan_out`` is neither needed nor checked. Its state is
   ``{"parent": <parent state before the element being split>, "next_index_in_buffer": k}``
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.checks import int_option, is_int
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
@@ -57,13 +59,14 @@ def _max_fan_out(transform: Any) -> int:
             f"{type(transform).__name__} has no `max_fan_out`; FlatMapMapDataset reserves that "
             "many slots per element, so set the class attribute, e.g. `max_fan_out = 4`."
         )
-    fan_out = transform.max_fan_out
-    if isinstance(fan_out, bool) or not isinstance(fan_out, int | np.integer) or fan_out < 1:
-        raise GrainliteValueError(
-            f"max_fan_out must be a positive int (got {fan_out!r} on "
-            f"{type(transform).__name__}); set it to the most pieces one element can split into."
-        )
-    return int(fan_out)
+    fix = "set it to the most pieces one element can split into."
+    owner = type(transform).__name__
+    return int_option(
+        transform.max_fan_out,
+        1,
+        wrong_type=f"max_fan_out must be a positive int (got {{value}} on {owner}); {fix}",
+        too_small=f"max_fan_out must be a positive int (got {{value}} on {owner}); {fix}",
+    )
 
 
 class FlatMapMapDataset(MapDataset):
@@ -140,12 +143,10 @@ class FlatMapIterDataset(IterDataset):
         self._flat_map = _flat_map_function(transform)
 
     def __iter__(self) -> FlatMapDatasetIterator:
-        fan_out = getattr(self._transform, "max_fan_out", None)
-        if isinstance(fan_out, bool) or not isinstance(fan_out, int | np.integer) or fan_out < 1:
-            fan_out = None  # not needed here: only a restored state is checked against it
-        return FlatMapDatasetIterator(
-            iter(self._parent), self._flat_map, None if fan_out is None else int(fan_out)
-        )
+        given: Any = getattr(self._transform, "max_fan_out", None)
+        # not needed here: only a restored state is checked against it
+        fan_out = int(given) if is_int(given) and given >= 1 else None
+        return FlatMapDatasetIterator(iter(self._parent), self._flat_map, fan_out)
 
     def __str__(self) -> str:
         return f"FlatMapIterDataset(transform={type(self._transform).__name__})"

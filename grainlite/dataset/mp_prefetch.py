@@ -29,6 +29,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from grainlite.checks import int_option
 from grainlite.dataset import worker_slicing
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.mp_state import decode_state, encode_state
@@ -36,7 +37,7 @@ from grainlite.dataset.next_index import NoNextIndexError
 from grainlite.dataset.worker_pipeline import DatasetPipeline
 from grainlite.engine.failures import FailedElement, hide_internal_frames, stopped_error
 from grainlite.engine.position import IteratorPosition
-from grainlite.errors import GrainliteRuntimeError, GrainliteTypeError, shown
+from grainlite.errors import GrainliteRuntimeError, shown
 from grainlite.options import MultiprocessingOptions
 from grainlite.stats.counters import ParentCounters
 
@@ -45,18 +46,34 @@ _DEFAULT_WORKERS = 10
 
 
 def _check_options(options: Any) -> Any:
+    """``options`` if its two counts are ints >= 0 (:func:`grainlite.checks.int_option`'s rule).
+
+    Any object with ``num_workers`` and ``per_worker_buffer_size`` is taken (Grain's own
+    ``MultiprocessingOptions`` too, which checks nothing); one holding numpy integers comes back
+    as a grainlite ``MultiprocessingOptions`` of the same values, so states hold plain ints.
+    """
     if options is None:
         return MultiprocessingOptions(num_workers=_DEFAULT_WORKERS)
-    workers = getattr(options, "num_workers", None)
-    buffer = getattr(options, "per_worker_buffer_size", None)
-    for name, value in (("num_workers", workers), ("per_worker_buffer_size", buffer)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise GrainliteTypeError(
-                f"mp_prefetch options must be a MultiprocessingOptions with an int {name} >= 0 "
-                f"(got {options!r}); pass grain.MultiprocessingOptions(num_workers=N, "
-                "per_worker_buffer_size=M)."
-            )
-    return options
+    fix = (
+        "pass grain.MultiprocessingOptions(num_workers=N, per_worker_buffer_size=M) with "
+        "N >= 0 and M >= 0."
+    )
+    counts = {}
+    for name in ("num_workers", "per_worker_buffer_size"):
+        value = getattr(options, name, None)
+        counts[name] = int_option(
+            value,
+            0,
+            wrong_type=f"mp_prefetch options must be a MultiprocessingOptions with an int {name} "
+            f">= 0, got {{type}} {{value}}; {fix}",
+            too_small=f"mp_prefetch options {name} must be greater than or equal to 0, got "
+            f"{{value}}; {fix}",
+        )
+    if all(type(getattr(options, name)) is int for name in counts):
+        return options
+    return MultiprocessingOptions(
+        **counts, enable_profiling=getattr(options, "enable_profiling", False)
+    )
 
 
 class MultiprocessPrefetchIterDataset(IterDataset):

@@ -13,12 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from grainlite.checks import int_option
 from grainlite.dataset.base import MapDataset
 from grainlite.dataset.sources import as_index, wrapped_keys
 from grainlite.dataset.transforms import parent_getitems
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteValueError
 
 
 class RepeatMapDataset(MapDataset):
@@ -44,17 +43,14 @@ class RepeatMapDataset(MapDataset):
     ) -> None:
         super().__init__(parent)
         if num_epochs is not None:
-            if isinstance(num_epochs, bool) or not isinstance(num_epochs, int | np.integer):
-                raise GrainliteTypeError(
-                    f"repeat(num_epochs=...) must be an int or None (got {num_epochs!r} of type "
-                    f"{type(num_epochs).__name__}); pass a positive number of epochs, or None to "
-                    "repeat endlessly."
-                )
-            if num_epochs <= 0:
-                raise GrainliteValueError(
-                    f"num_epochs must be positive, but got {num_epochs}; pass num_epochs >= 1, "
-                    "or None to repeat endlessly."
-                )
+            num_epochs = int_option(
+                num_epochs,
+                1,
+                wrong_type="repeat(num_epochs=...) must be an int or None, got {type} {value}; "
+                "pass a positive number of epochs, or None to repeat endlessly.",
+                too_small="num_epochs must be positive, but got {value}; pass num_epochs >= 1, "
+                "or None to repeat endlessly.",
+            )
         if len(parent) >= sys.maxsize:  # Grain refuses it for any num_epochs
             raise GrainliteValueError(
                 f"Repeating already infinite dataset {parent} does nothing: its length is "

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.checks import int_option
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.tree import StructureMismatch, describe, format_path, map_together
 from grainlite.tree import map_leaves as _map_leaves
@@ -46,17 +47,14 @@ def validate_batch_size(batch_size: Any) -> int:
       GrainliteTypeError: not an integer (bools are rejected too).
       GrainliteValueError: zero or negative, with Grain's text "batch_size must be positive.".
     """
-    if isinstance(batch_size, bool | np.bool_) or not isinstance(batch_size, int | np.integer):
-        raise GrainliteTypeError(
-            f"batch_size must be an int, got {batch_size!r} of type {type(batch_size).__name__}; "
-            "pass a positive integer such as Batch(batch_size=32)."
-        )
-    if batch_size <= 0:
-        raise GrainliteValueError(
-            f"batch_size must be positive. Got batch_size={batch_size}; "
-            "pass Batch(batch_size=N) with N >= 1."
-        )
-    return int(batch_size)
+    return int_option(
+        batch_size,
+        1,
+        wrong_type="batch_size must be an int, got {value} of type {type}; pass a positive "
+        "integer such as Batch(batch_size=32).",
+        too_small="batch_size must be positive. Got batch_size={value}; pass Batch(batch_size=N) "
+        "with N >= 1.",
+    )
 
 
 @dataclasses.dataclass(frozen=True)

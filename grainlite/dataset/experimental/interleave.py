@@ -24,10 +24,10 @@ goes on, so a checkpoint dict restored twice there gives two different streams.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
+from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, InterleaveArgumentError
 
@@ -70,19 +70,21 @@ class InterleaveIterDataset(IterDataset):
     ) -> None:
         converted = [_as_iter_dataset(ds, k) for k, ds in enumerate(datasets)]
         super().__init__(converted)
-        try:
-            cycle = operator.index(cycle_length)
-        except TypeError:
-            raise GrainliteTypeError(
-                f"InterleaveIterDataset cycle_length must be an int (got {cycle_length!r} of type "
-                f"{type(cycle_length).__name__}); pass how many datasets to read at once."
-            ) from None
-        if cycle < 1 or not converted:
-            raise InterleaveArgumentError(
-                f"InterleaveIterDataset needs at least one dataset and cycle_length >= 1 (got "
-                f"{len(converted)} datasets, cycle_length={cycle}); pass a non-empty list and a "
-                "positive cycle_length."
-            )
+        arguments = (
+            "InterleaveIterDataset needs at least one dataset and cycle_length >= 1 (got "
+            f"{len(converted)} datasets, cycle_length={{value}}); pass a non-empty list and a "
+            "positive cycle_length."
+        )
+        cycle = int_option(
+            cycle_length,
+            1,
+            wrong_type="InterleaveIterDataset cycle_length must be an int, got {type} {value}; "
+            "pass how many datasets to read at once.",
+            too_small=arguments,
+            too_small_error=InterleaveArgumentError,
+        )
+        if not converted:
+            raise InterleaveArgumentError(arguments.format(value=cycle))
         self._cycle_length = cycle
         self._options = (num_make_iter_threads, make_iter_buffer_size, iter_buffer_size)
 

@@ -12,24 +12,25 @@ Grain 0.2.18's rules and states (learned by running it):
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
+from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.next_index import set_next_index
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
 
 
-def _positive_int(value: Any, what: str, fix: str) -> int:
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise GrainliteTypeError(
-            f"{what} must be an int (got {value!r} of type {type(value).__name__}); {fix}"
-        ) from None
-    if number <= 0:
-        raise GrainliteValueError(f"{what} must be positive, but got {number}; {fix}")
-    return number
+def _positive_int(value: Any, what: str, fix: str, grains: str = "") -> int:
+    """``value`` as an int >= 1 (:func:`grainlite.checks.int_option`); ``grains``: Grain's own
+    message for a value below 1, quoted in ours."""
+    too_small = f"{what} must be positive, but got {{value}}"
+    if grains:
+        too_small += f" ({grains})"
+    return int_option(
+        value,
+        1,
+        wrong_type=f"{what} must be an int, got {{type}} {{value}}; {fix}",
+        too_small=f"{too_small}; {fix}",
+    )
 
 
 class RepeatIterDataset(IterDataset):
@@ -126,7 +127,10 @@ class LimitIterDataset(IterDataset):
     def __init__(self, parent: IterDataset, count: int) -> None:
         super().__init__(parent)
         self._count = _positive_int(
-            count, "LimitIterDataset count", "pass how many elements to keep (>= 1)."
+            count,
+            "LimitIterDataset count",
+            "pass how many elements to keep (>= 1).",
+            grains="Grain's words: Count must be a non-negative integer. Got {value}",
         )
 
     def __iter__(self) -> LimitDatasetIterator:

@@ -23,36 +23,32 @@ the end of the stream. A ``next()`` of the parent already running finishes first
 
 from __future__ import annotations
 
-import operator
 import queue
 import threading
 import weakref
 from typing import Any, NamedTuple
 
+from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.next_index import get_next_index, set_next_index
 from grainlite.dataset.worker_slicing import check_sliceable
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteValueError
 
 # How long a blocked producer waits before it looks at its stop flag again.
 _POLL_S = 0.05
 
 
 def _check_buffer_size(size: Any) -> int:
-    try:
-        value = operator.index(size)
-    except TypeError:
-        raise GrainliteTypeError(
-            f"ThreadPrefetch prefetch_buffer_size must be an int (got {size!r} of type "
-            f"{type(size).__name__}); pass how many elements to read ahead (0: none)."
-        ) from None
-    if value < 0:
-        raise GrainliteValueError(
-            f"ThreadPrefetch `prefetch_buffer_size` must be greater than or equal to 0 (got "
-            f"{value}); pass 0 to read in the consuming thread or a positive number of elements "
-            "to read ahead."
-        )
-    return value
+    """``size`` as an int >= 0 (:func:`grainlite.checks.int_option`); Grain's wording."""
+    fix = "pass 0 to read in the consuming thread or a positive number of elements to read ahead."
+    return int_option(
+        size,
+        0,
+        wrong_type=f"ThreadPrefetch prefetch_buffer_size must be an int, got {{type}} {{value}}; "
+        f"{fix}",
+        too_small="ThreadPrefetch `prefetch_buffer_size` must be greater than or equal to 0, got "
+        f"{{value}}; {fix}",
+    )
 
 
 class ThreadPrefetchIterDataset(IterDataset):
@@ -251,11 +247,13 @@ def multithread_prefetch(
     As in Grain, ``num_threads > 1`` over a pipeline with an ``IterDataset`` source of its own
     (no ``MapDataset`` below it to share out) is a ``ValueError``.
     """
-    threads = operator.index(num_threads)
-    if threads < 0:
-        raise GrainliteValueError(
-            f"multithread_prefetch num_threads must be >= 0 (got {threads}); 0 turns it off."
-        )
+    threads = int_option(
+        num_threads,
+        0,
+        wrong_type="multithread_prefetch num_threads must be an int, got {type} {value}; pass how "
+        "many threads read ahead (0 turns it off).",
+        too_small="multithread_prefetch num_threads must be >= 0, got {value}; 0 turns it off.",
+    )
     if threads == 0:
         return ds
     size = _check_buffer_size(buffer_size)

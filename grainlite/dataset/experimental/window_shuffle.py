@@ -23,33 +23,28 @@ restore alike (the case google/grain#1178 reports for a later Grain; 0.2.18 gets
 from __future__ import annotations
 
 import builtins
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from grainlite.checks import int_option
 from grainlite.dataset import seeding
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array
 
 
 def _check_window_size(window_size: Any, node: str) -> int:
-    try:
-        size = operator.index(window_size)
-    except TypeError:
-        raise GrainliteTypeError(
-            f"{node} window_size must be an int (got {window_size!r} of type "
-            f"{type(window_size).__name__}); pass the number of elements per window."
-        ) from None
-    if size < 1:
-        raise GrainliteValueError(
-            f"{node} window_size must be positive (got {size}); pass window_size >= 1."
-        )
-    return size
+    """``window_size`` as an int >= 1 (:func:`grainlite.checks.int_option`)."""
+    return int_option(
+        window_size,
+        1,
+        wrong_type=f"{node} window_size must be an int, got {{type}} {{value}}; pass the number "
+        "of elements per window.",
+        too_small=f"{node} window_size must be positive (got {{value}}); pass window_size >= 1.",
+    )
 
 
 class WindowShuffleMapDataset(MapDataset):
