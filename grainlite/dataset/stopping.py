@@ -43,16 +43,25 @@ class _Current(threading.local):
 
 
 _current = _Current()
+# Threads inside stoppable() now: while 0, a stop point costs one attribute read (callers test
+# ``stopping.active`` before calling stop_point(), so the consuming thread pays no call).
+active = 0
+_active_lock = threading.Lock()
 
 
 @contextlib.contextmanager
 def stoppable(stop: threading.Event) -> Iterator[None]:
     """Makes :func:`stop_point` in this thread raise :class:`ReadStopped` once ``stop`` is set."""
+    global active
     outer, _current.stop = _current.stop, stop
+    with _active_lock:
+        active += 1
     try:
         yield
     finally:
         _current.stop = outer
+        with _active_lock:
+            active -= 1
 
 
 def stop_point() -> None:

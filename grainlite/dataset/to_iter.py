@@ -23,10 +23,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from grainlite.dataset import stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
 from grainlite.dataset.read_ahead import BlockReader, ElementReadError
-from grainlite.dataset.stopping import stop_point
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateOutOfRangeError
 from grainlite.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
@@ -215,7 +215,8 @@ class PrefetchDatasetIterator(DatasetIterator):
         """Reads the next block into the buffer; False at the end of the dataset. A read-ahead
         thread told to stop stops here, between blocks (the position is that of the elements
         and holes already passed)."""
-        stop_point()
+        if stopping.active:
+            stopping.stop_point()
         if self._closed:
             raise GrainliteValueError(
                 "This to_iter_dataset iterator was closed and cannot advance; create a new one "
