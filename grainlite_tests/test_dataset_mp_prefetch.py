@@ -54,6 +54,12 @@ def sleeps_long(x: int) -> int:
     return x
 
 
+def spins_at_three(x: int) -> int:
+    while x == 3:  # never returns, never reads the Stop message: only a kill ends it
+        pass
+    return x
+
+
 class CountUp(IterDataset):
     """A user's source: an ``IterDataset`` with no ``MapDataset`` below it."""
 
@@ -479,6 +485,22 @@ def test_an_error_that_ends_the_stream_leaves_no_process():
     assert it._stream is None
     with pytest.raises(RuntimeError, match="stopped at an earlier error"):
         next(it)
+
+
+def test_close_kills_a_worker_spinning_in_a_transform_that_never_returns():
+    # Grain's process prefetch test of the same case (with one worker) also asks for element 2,
+    # which grainlite's worker reads in one block with the spinning 3: not asked here.
+    ds = MapDataset.source([1, 2, 3]).map(spins_at_three).to_iter_dataset()
+    it = iter(ds.mp_prefetch(options(1)))
+    assert next(it) == 1
+    pids = held_children(it)
+    time.sleep(0.2)  # the worker is inside spins_at_three(3)
+    closed = threading.Event()
+    closer = threading.Thread(target=lambda: (it.close(), closed.set()), daemon=True)
+    closer.start()
+    closer.join(60)
+    assert closed.is_set(), "close() waited for a worker that never answers"
+    assert_gone(pids)
 
 
 def test_ctrl_c_while_waiting_for_workers_leaves_no_process():

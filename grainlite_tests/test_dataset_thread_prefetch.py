@@ -109,6 +109,71 @@ def test_the_read_ahead_thread_ends_when_the_iterator_is_garbage_collected():
     _wait_for_no_prefetch_threads(before)
 
 
+def _endless_holes() -> grain.IterDataset:
+    """A stream that never gives an element: an endless run of holes a filter left."""
+    return grain.MapDataset.range(3).repeat().filter(lambda x: x > 3).to_iter_dataset()
+
+
+def _returns_within(action, seconds: float) -> bool:
+    """Runs ``action`` in a helper thread; whether it returned within ``seconds`` (a hang fails
+    the test instead of holding it up)."""
+    done = threading.Event()
+    helper = threading.Thread(target=lambda: (action(), done.set()), daemon=True)
+    helper.start()
+    helper.join(seconds)
+    return done.is_set()
+
+
+def test_close_ends_the_thread_while_the_parent_skips_an_endless_run_of_holes():
+    before = _prefetch_threads()
+    iterator = iter(grain.experimental.multithread_prefetch(_endless_holes(), 1, 1))
+    iterator.start_prefetch()
+    time.sleep(0.2)  # the thread is inside the parent's next(), skipping holes
+    assert _prefetch_threads() == before + 1
+    assert _returns_within(iterator.close, 20), "close() waited for an element that never comes"
+    assert _prefetch_threads() == before  # close() waited for the thread: nothing left
+
+
+def test_a_collected_iterator_ends_its_thread_while_the_parent_skips_endless_holes():
+    before = _prefetch_threads()
+    iterator = iter(
+        grain.experimental.ThreadPrefetchIterDataset(_endless_holes(), prefetch_buffer_size=1)
+    )
+    iterator.start_prefetch()
+    time.sleep(0.2)
+    del iterator
+    _wait_for_no_prefetch_threads(before)
+
+
+def test_closing_an_outer_thread_prefetch_ends_both_threads_over_endless_holes():
+    before = _prefetch_threads()
+    inner = grain.experimental.ThreadPrefetchIterDataset(_endless_holes(), prefetch_buffer_size=1)
+    outer = grain.experimental.ThreadPrefetchIterDataset(inner, prefetch_buffer_size=1)
+    iterator = iter(outer)
+    iterator.start_prefetch()  # both threads: the outer one waits for the inner one
+    time.sleep(0.2)
+    assert _prefetch_threads() == before + 2
+    assert _returns_within(iterator.close, 20), "close() waited for an element that never comes"
+    assert _prefetch_threads() == before
+
+
+def test_a_thread_stopped_among_holes_loses_no_element_of_a_batch_it_was_making():
+    # Elements 0, 4000, 8000, ... in batches of 2, with long runs of holes between them: a
+    # set_state() stops the thread wherever it is, perhaps holding half a batch; the stream
+    # must go on from the state, whole.
+    ds = grain.MapDataset.range(24000).filter(lambda x: x % 4000 == 0).to_iter_dataset()
+    ds = grain.experimental.ThreadPrefetchIterDataset(ds.batch(2), prefetch_buffer_size=1)
+    expected = [[0, 4000], [8000, 12000], [16000, 20000]]
+    before = _prefetch_threads()
+    for attempt in range(60):
+        with iter(ds) as iterator:
+            assert next(iterator).tolist() == expected[0]
+            time.sleep(attempt % 6 * 0.0005)  # stops it at varying places among the holes
+            iterator.set_state(iterator.get_state())
+            assert [batch.tolist() for batch in iterator] == expected[1:]
+    assert _prefetch_threads() == before
+
+
 def test_a_zero_buffer_reads_in_the_consuming_thread():
     before = _prefetch_threads()
     ds = grain.experimental.ThreadPrefetchIterDataset(

@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from grainlite.dataset import stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
 from grainlite.dataset.read_ahead import BlockReader, ElementReadError
@@ -211,7 +212,11 @@ class PrefetchDatasetIterator(DatasetIterator):
         return max(0, min(self._end, self._window_end - self._base))
 
     def _refill(self) -> bool:
-        """Reads the next block into the buffer; False at the end of the dataset."""
+        """Reads the next block into the buffer; False at the end of the dataset. A read-ahead
+        thread told to stop stops here, between blocks (the position is that of the elements
+        and holes already passed)."""
+        if stopping.active:
+            stopping.stop_point()
         if self._closed:
             raise GrainliteValueError(
                 "This to_iter_dataset iterator was closed and cannot advance; create a new one "

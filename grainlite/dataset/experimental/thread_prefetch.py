@@ -18,7 +18,10 @@ parent is.
 
 The thread is a daemon thread that holds the parent iterator and the buffer, never this iterator:
 it ends on :meth:`close`, when this iterator is garbage collected (``weakref.finalize``), and at
-the end of the stream. A ``next()`` of the parent already running finishes first.
+the end of the stream. A ``next()`` of the parent already running ends at its next stop point
+(:mod:`grainlite.dataset.stopping`: a ``to_iter_dataset`` block read, a wait for an inner thread
+prefetch), so an endless run of filtered-out elements does not hold up ``close()`` (Grain leaves
+that thread running); a single read that never returns still cannot be interrupted.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any, NamedTuple
 from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.next_index import get_next_index, set_next_index
+from grainlite.dataset.stopping import ReadStopped, get_stoppable, stoppable
 from grainlite.dataset.worker_slicing import check_sliceable
 from grainlite.errors import GrainliteValueError
 
@@ -96,7 +100,8 @@ class _Producer:
         self.thread.start()
 
     def close(self) -> None:
-        """Stops the thread and waits for it (a parent ``next()`` in flight finishes first)."""
+        """Stops the thread and waits for it: a parent ``next()`` in flight stops at its next
+        stop point (see :mod:`grainlite.dataset.stopping`), a read in flight finishes first."""
         self.stop.set()
         while self.thread.is_alive():
             try:
@@ -108,12 +113,22 @@ class _Producer:
 
 
 def _produce(parent: DatasetIterator, out: queue.Queue[_Item], stop: threading.Event) -> None:
+    with stoppable(stop):
+        try:
+            _fill(parent, out, stop)
+        except ReadStopped:  # told to stop inside the parent's next(): its owner moves it back
+            return
+
+
+def _fill(parent: DatasetIterator, out: queue.Queue[_Item], stop: threading.Event) -> None:
     while not stop.is_set():
         try:
             element = next(parent)
             item = _Item(element, parent.get_state(), None)
         except StopIteration:
             item = _Item(_END, parent.get_state(), None)
+        except ReadStopped:
+            raise
         except BaseException as error:  # delivered to the consumer at its place
             item = _Item(None, None, error)
         while not stop.is_set():
@@ -160,7 +175,7 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
         producer = self._producer
         if producer is None:
             producer = self._start_producer()
-        item = producer.queue.get()
+        item = get_stoppable(producer.queue)  # a plain get() unless read ahead itself
         if item.error is not None:  # the state stays the one before the failed element
             self._stop()
             raise item.error
