@@ -132,8 +132,6 @@ SLOW: dict[str, str] = {
 
 # Known failing, not yet fixed: run as expected failures, not counted. Empty when done.
 KNOWN_FAILING: dict[str, str] = {
-    "prefetch_test::MultithreadPrefetchTest::test_multiprocess_prefetch_with_sequential_slice": "multithread_prefetch reads with one thread: sequential_slice=True's order (contiguous slices interleaved) is not made",
-    "prefetch_test::MultithreadPrefetchTest::test_multiprocess_prefetch_sequential_slice_order_from_*": "multithread_prefetch reads with one thread: sequential_slice=True's order (contiguous slices interleaved) is not made",
     "prefetch_test::MultithreadPrefetchTest::test_options_before_prefetch": "DatasetOptions apply to the nodes below them only (Grain: to the whole pipeline)",
     "prefetch_test::MultithreadPrefetchTest::test_prefetch_but_no_read": "close() waits for the parent's next() in flight, and an endless stream of holes never returns it (Grain leaves its thread running)",
     "prefetch_test::ThreadPrefetchIterDatasetTest::test_early_break_continues_prefetching": "to_iter_dataset reads in the consuming thread until timed blocks show slow reads; Grain's threads read ahead from the first next()",
