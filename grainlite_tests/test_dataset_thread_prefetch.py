@@ -247,3 +247,22 @@ def test_multithread_prefetch_resumes_at_every_step_and_close_ends_its_threads()
     assert _prefetch_threads() == before + 4  # one read-ahead thread per slice
     iterator.close()
     assert _prefetch_threads() == before
+
+
+class _HoldsALock:
+    """A transformation holding a lock, which cannot be copied."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __call__(self, x: int) -> int:
+        with self.lock:
+            return x
+
+
+def test_multithread_prefetch_names_a_part_that_cannot_be_copied_for_each_thread():
+    ds = grain.MapDataset.range(8).to_iter_dataset().map(_HoldsALock())
+    with pytest.raises(TypeError, match=r"copies the pipeline .*_thread\.lock.*num_threads=1"):
+        grain.experimental.multithread_prefetch(ds, num_threads=2, buffer_size=1)
+    one = grain.experimental.multithread_prefetch(ds, num_threads=1, buffer_size=1)
+    assert list(one) == list(range(8))

@@ -40,7 +40,7 @@ from grainlite.dataset.worker_slicing import (
     iter_nodes,
     slice_for_worker,
 )
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, clipped
 
 # How long a blocked producer waits before it looks at its stop flag again.
 _POLL_S = 0.05
@@ -255,7 +255,15 @@ def _copy_pipeline(ds: IterDataset) -> IterDataset:
         if is_to_iter(node):
             for parent in node.parents:
                 memo[id(parent)] = parent
-    return copy.deepcopy(ds, memo)
+    try:
+        return copy.deepcopy(ds, memo)
+    except Exception as error:
+        raise GrainliteTypeError(
+            "multithread_prefetch copies the pipeline for each of its threads (each reads its "
+            f"own slice), and a part of it cannot be copied: {clipped(str(error))}. Make such "
+            "objects (locks, open files, connections) lazily inside the transformation, or "
+            "pass num_threads=1."
+        ) from error
 
 
 def multithread_prefetch(
