@@ -129,3 +129,88 @@ def test_reads_slowed_by_other_processes_still_count_as_cpu_bound(cpus, monkeypa
     monkeypatch.setattr(read_ahead, "_cpu_wait_s", lambda: source.waited)
     _read(source, 700, threads=8)
     assert source.readers == {threading.current_thread().name}
+
+
+class SlowFirstAccess:
+    """A source whose reads wait ``first_s`` for the first element read (a file opened) and
+    ``each_s`` for every element, counting the reads and recording who made them."""
+
+    def __init__(self, size: int, first_s: float, each_s: float) -> None:
+        self.size, self.first_s, self.each_s = size, first_s, each_s
+        self.count = 0
+        self.readers: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> int:
+        with self._lock:
+            first, self.count = self.count == 0, self.count + 1
+            self.readers.add(threading.current_thread().name)
+        delay = self.first_s if first else self.each_s
+        if delay:
+            time.sleep(delay)
+        return index
+
+
+def _to_iter_threads() -> int:
+    return sum(t.name.startswith("grainlite-to-iter") for t in threading.enumerate())
+
+
+def _wait_until(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_after_a_slow_first_read_the_threads_read_ahead_while_the_consumer_waits():
+    before = _to_iter_threads()
+    source = SlowFirstAccess(24, first_s=0.03, each_s=0.03)
+    options = grain.ReadOptions(num_threads=2, prefetch_buffer_size=500)
+    iterator = iter(grain.MapDataset.source(source).to_iter_dataset(options))
+    assert source.count == 0  # nothing is read before the first next()
+    assert next(iterator) == 0
+    _wait_until(lambda: source.count == 24, "the read-ahead stopped while the consumer waited")
+    assert list(iterator) == list(range(1, 24))
+    assert len(source.readers) == 3  # the consuming thread (the first read) and two threads
+    iterator.close()
+    assert _to_iter_threads() == before
+
+
+@pytest.mark.parametrize("end", ["close", "garbage collection"])
+def test_the_read_ahead_started_by_a_slow_first_read_stops_when_the_iterator_ends(end):
+    before = _to_iter_threads()
+    source = SlowFirstAccess(200, first_s=0.02, each_s=0.02)
+    options = grain.ReadOptions(num_threads=2, prefetch_buffer_size=500)
+    iterator = iter(grain.MapDataset.source(source).to_iter_dataset(options))
+    next(iterator)
+    assert _to_iter_threads() == before + 2
+    if end == "close":
+        iterator.close()
+    else:
+        del iterator
+    _wait_until(lambda: _to_iter_threads() == before, "a reader thread outlived its iterator")
+    count = source.count
+    time.sleep(0.2)
+    assert source.count == count < 20  # the reads in flight finished; nothing read after
+
+
+def test_reads_that_prove_cheap_after_a_slow_first_read_move_back_and_resume_exactly():
+    def make() -> Any:
+        source = SlowFirstAccess(3000, first_s=0.02, each_s=0.0)
+        return iter(grain.MapDataset.source(source).filter(lambda x: x % 7).to_iter_dataset())
+
+    iterator = make()
+    elements, states = [], []
+    for _ in range(2000):
+        states.append(iterator.get_state())
+        elements.append(next(iterator))
+    assert iterator.read_threads == []  # the threads started at the first read ended
+    elements += list(iterator)
+    assert elements == [x for x in range(3000) if x % 7]
+    for k in (0, 1, 5, 300, 1999):
+        restored = make()
+        restored.set_state(states[k])
+        assert list(restored) == elements[k:], f"restored after {k} elements"

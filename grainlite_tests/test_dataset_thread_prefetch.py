@@ -265,3 +265,69 @@ def test_multithread_prefetch_refuses_several_threads_over_an_iter_source_as_gra
         grain.experimental.multithread_prefetch(_Counting().map(str), num_threads=2, buffer_size=1)
     one = grain.experimental.multithread_prefetch(_Counting().map(str), 1, buffer_size=1)
     assert list(one) == ["1", "2", "3", "4", "5"]
+
+
+def _interleaved_slices(elements: list[int], threads: int, sequential: bool) -> list[int]:
+    """The expected order, computed on plain lists: thread t's slice of the indices (every T-th
+    from t, or the t-th of T contiguous ranges of numpy.array_split's sizes), one element from
+    each thread in turn, an exhausted thread skipped."""
+    if sequential:
+        base, extra = divmod(len(elements), threads)
+        bounds = [t * base + min(t, extra) for t in range(threads + 1)]
+        slices = [elements[bounds[t] : bounds[t + 1]] for t in range(threads)]
+    else:
+        slices = [elements[t::threads] for t in range(threads)]
+    kept = [[x for x in part if x % 3 != 0] for part in slices]  # the pipeline's filter
+    order: list[int] = []
+    for k in range(max(map(len, kept))):
+        order.extend(part[k] for part in kept if k < len(part))
+    return order
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+def test_multithread_prefetch_interleaves_one_slice_per_thread_as_grain_does(threads, sequential):
+    def build(lib):
+        ds = lib.MapDataset.range(3, 26, 1).to_iter_dataset().filter(lambda x: x % 3 != 0)
+        mt = lib.experimental.multithread_prefetch(
+            ds, num_threads=threads, buffer_size=2, sequential_slice=sequential
+        )
+        return iter(mt)
+
+    before = _prefetch_threads()
+    got, _ = assert_matches_grain(build)
+    assert got == _interleaved_slices(list(range(3, 26)), threads, sequential)
+    _wait_for_no_prefetch_threads(before)
+
+
+def test_multithread_prefetch_resumes_at_every_step_and_close_ends_its_threads():
+    def make():
+        ds = grain.MapDataset.range(40).to_iter_dataset().filter(lambda x: x % 3 != 0)
+        return iter(grain.experimental.multithread_prefetch(ds, 4, 3, sequential_slice=True))
+
+    before = _prefetch_threads()
+    assert_dataset_resumes_at_every_step(make)
+    iterator = make()
+    assert [next(iterator) for _ in range(4)] == [1, 10, 20, 31]
+    assert _prefetch_threads() == before + 4  # one read-ahead thread per slice
+    iterator.close()
+    assert _prefetch_threads() == before
+
+
+class _HoldsALock:
+    """A transformation holding a lock, which cannot be copied."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __call__(self, x: int) -> int:
+        with self.lock:
+            return x
+
+
+def test_multithread_prefetch_names_a_part_that_cannot_be_copied_for_each_thread():
+    ds = grain.MapDataset.range(8).to_iter_dataset().map(_HoldsALock())
+    with pytest.raises(TypeError, match=r"copies the pipeline .*_thread\.lock.*num_threads=1"):
+        grain.experimental.multithread_prefetch(ds, num_threads=2, buffer_size=1)
+    one = grain.experimental.multithread_prefetch(ds, num_threads=1, buffer_size=1)
+    assert list(one) == list(range(8))

@@ -5,7 +5,11 @@
 thread with blocks sized by how long they take to read (the first element comes quickly), timing
 the reads and the consumer's work between them; it moves to ``ReadOptions.num_threads`` threads
 (at most ``prefetch_buffer_size`` elements ahead, handed over in order) only if reads take
-more than ``_THREADED_READ_S`` per element and more than ``_THREADED_READ_SHARE`` of the time.
+more than ``_THREADED_READ_S`` per element and more than ``_THREADED_READ_SHARE`` of the time,
+or at once, before the first block is returned, when that block took more than
+``_EAGER_READ_S`` per element (storage, network): those threads read ahead up to
+``prefetch_buffer_size`` elements while the consumer works or waits (as Grain's), and hand reading
+back to the consuming thread if their first blocks prove cheap or CPU-bound.
 Threads cost more than they save where reads are cheap (memory, a list, numpy arithmetic) and,
 the interpreter lock being one, where reads are Python work. Where reads keep a CPU busy (they
 decode or transform rather than wait for storage: their CPU time is most of their wall time),
@@ -61,6 +65,12 @@ _THREADED_READ_S = 20e-6
 _THREADED_READ_SHARE = 0.25
 # Blocks timed (after the first, whose read warms caches) before deciding; medians over them.
 _BLOCKS_TO_TIME = 5
+# A first read slower than this per element (storage, network, a sleep: never memory) moves the
+# reads to threads at once, before the first element is returned, so they go on reading ahead
+# while the consumer works or waits (Grain's read-ahead starts at the first next()). Reads that
+# then prove cheap (a slow first access that opened a file) or CPU-bound move back to the
+# consuming thread after _BLOCKS_TO_TIME threaded blocks, where the timed rule decides again.
+_EAGER_READ_S = 0.01
 # Reads whose CPU time is more than this share of their wall time keep a CPU busy. The wall
 # time leaves out the time the thread waited for a CPU (see _cpu_wait_s): on a busy machine a
 # decode is still a decode, not a wait for storage.
@@ -121,6 +131,15 @@ class _Failed:
 
 class _FailedBlock(list):  # type: ignore[type-arg]
     """A block read element by element after a failure: holds :class:`_Failed` places."""
+
+
+def _timed_read_block(
+    getitems: Callable[[Any], list[Any]], indices: range
+) -> tuple[list[Any], float, float]:
+    """:func:`read_block` in a reader thread, with its wall and CPU time in seconds."""
+    begin, cpu_begin = time.perf_counter(), time.thread_time()
+    block = read_block(getitems, indices)
+    return block, time.perf_counter() - begin, time.thread_time() - cpu_begin
 
 
 def read_block(getitems: Callable[[Any], list[Any]], indices: range) -> list[Any]:
@@ -224,7 +243,7 @@ class BlockReader:
     ) -> None:
         self._getitems = getitems
         # What a reader thread runs: holds getitems, never this reader.
-        self._read = functools.partial(read_block, getitems)
+        self._read = functools.partial(_timed_read_block, getitems)
         self._next = start
         self._stop = stop
         self._threads = int(options.num_threads)
@@ -241,7 +260,14 @@ class BlockReader:
         self._element_bytes = 0
         self._returned_at = 0.0
         self._pool: _DaemonPool | None = None
-        self._pending: collections.deque[Future[list[Any]]] = collections.deque()
+        self._pending: collections.deque[Future[tuple[list[Any], float, float]]] = (
+            collections.deque()
+        )
+        # Threads started at the first block (see _EAGER_READ_S): the (per-element time, CPU
+        # share) of their first blocks, until they decide to keep the threads or to move back.
+        self._trial: list[tuple[float, float]] | None = None
+        self._draining = False  # moving back: no more threaded reads, the pending ones first
+        self._moved = False  # moved back once: no second start at a first block
         self._rest: list[Any] = []  # what follows a failed element in its block
         self._rest_index = 0  # the index of self._rest[0]
 
@@ -286,7 +312,8 @@ class BlockReader:
                     if threads == 1 and float(np.median(self._shares)) > 1 - _THREADED_READ_SHARE:
                         threads = 0  # one thread only overlaps the consumer's small share
                 if threads > 0:
-                    return self._start_threads(threads)
+                    self._start_threads(threads)
+                    return self._next_threaded()
         begin = time.perf_counter()
         cpu_begin = time.thread_time()
         waited_begin = _cpu_wait_s() if self._timing else 0.0
@@ -308,27 +335,76 @@ class BlockReader:
                 self._cpu_shares.append(cpu / max(running, 1e-9))
             elif block:
                 self._element_bytes = _nbytes(block[0])
+                self._timed_first = True
+                self._returned_at = end
+                running = end - begin - (_cpu_wait_s() - waited_begin)
+                slow = running / len(block) > _EAGER_READ_S
+                if slow and self._next < self._stop and self._trial is None and not self._moved:
+                    self._start_eagerly(cpu / max(running, 1e-9))
+                return block
             self._timed_first = True
             self._returned_at = end
         return block
 
-    def _start_threads(self, threads: int) -> list[Any]:
+    def _start_eagerly(self, cpu_share: float) -> None:
+        """Starts the reader threads after a slow first block, reading ahead up to
+        ``prefetch_buffer_size`` elements, on trial (see :data:`_EAGER_READ_S`)."""
+        threads = self._threads
+        if cpu_share > _CPU_BOUND_SHARE:
+            threads = min(threads, _spare_cpus())
+        if threads > 0:
+            self._timing = False
+            self._trial = []
+            self._start_threads(threads, whole_buffer=True)
+
+    def _start_threads(self, threads: int, whole_buffer: bool = False) -> None:
         """Moves reading to ``threads`` threads; blocks keep the size timing chose (so a block
         of costly elements stays small), with at most ``prefetch_buffer_size`` elements,
-        ``_READ_AHEAD_BYTES`` and two blocks per thread in flight."""
+        ``_READ_AHEAD_BYTES`` and two blocks per thread in flight (``whole_buffer``: as many
+        blocks as the first two bounds allow)."""
         in_flight = min(self._buffer, _READ_AHEAD_BYTES // max(1, self._element_bytes))
         self._block = max(1, min(self._size, self._buffer // threads, in_flight))
-        self._depth = max(1, min(in_flight // self._block, 2 * threads))
+        blocks = in_flight // self._block
+        self._depth = max(1, blocks if whole_buffer else min(blocks, 2 * threads))
         self._pool = _DaemonPool(min(threads, self._depth), "grainlite-to-iter")
-        return self._next_threaded()
+        self._fill()
 
-    def _next_threaded(self) -> list[Any]:
+    def _fill(self) -> None:
+        """Queues threaded reads up to the depth (none while moving back)."""
         assert self._pool is not None
-        while len(self._pending) < self._depth and self._next < self._stop:
+        while len(self._pending) < self._depth and self._next < self._stop and not self._draining:
             stop = min(self._stop, self._next + self._block)
             self._pending.append(self._pool.submit(self._read, range(self._next, stop)))
             self._next = stop
-        return self._pending.popleft().result()
+
+    def _next_threaded(self) -> list[Any]:
+        if self._draining and not self._pending:
+            self._move_back()
+            return self._next_block()
+        self._fill()
+        block, seconds, cpu = self._pending.popleft().result()
+        trial = self._trial
+        if trial is not None:
+            trial.append((seconds / max(len(block), 1), cpu / max(seconds, 1e-9)))
+            if len(trial) >= _BLOCKS_TO_TIME:
+                # Cheap reads, or reads that keep a CPU busy (the timed rule then decides how
+                # many threads the spare CPUs allow): back to the consuming thread.
+                self._trial = None
+                per_element, cpu_share = np.median(np.array(trial), axis=0)
+                cheap = float(per_element) <= _THREADED_READ_S
+                self._draining = cheap or float(cpu_share) > _CPU_BOUND_SHARE
+        return block
+
+    def _move_back(self) -> None:
+        """Ends the threads started at the first block, whose reads proved cheap: reading goes
+        on in the consuming thread, timed again as from the start."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown()
+        self._draining, self._moved = False, True
+        self._timing = True
+        self._timed_first = False
+        self._per_element, self._shares, self._cpu_shares = [], [], []
 
     def close(self) -> None:
         """Cancels the queued reads, ends the threads and waits for them; idempotent."""

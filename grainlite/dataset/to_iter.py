@@ -5,9 +5,9 @@ The iterator walks indices ``0 .. len(parent) - 1``, skips the ``None`` holes a 
 check), and its state is Grain's ``{"next_index": N}``: the index of the next element to
 read, holes included. It reads the parent in blocks through ``_getitems`` (vectorised by the
 built-in nodes; a user's subclass falls back to one ``ds[i]`` per index), in the consuming thread
-first, and moves to ``ReadOptions`` reader threads only if the reads prove slow (see
-:mod:`grainlite.dataset.read_ahead`). The position is still per element, so a state taken between
-any two elements resumes exactly there.
+first, and moves to ``ReadOptions`` reader threads only if the reads prove slow, at once if the
+first one is very slow (see :mod:`grainlite.dataset.read_ahead`). The position is still per
+element, so a state taken between any two elements resumes exactly there.
 
 An exception raised reading an element (a transformation that fails for one record) is raised at
 that element's place, once, and the iterator goes on after it: a failed block is read again

@@ -41,7 +41,13 @@ def _to_iter_class() -> type:
     return PrefetchIterDataset
 
 
-def _iter_nodes(root: IterDataset) -> Iterator[IterDataset]:
+def is_to_iter(node: Any) -> bool:
+    """Whether ``node`` is a ``to_iter_dataset`` node (it reads a ``MapDataset``, sliced per
+    worker)."""
+    return isinstance(node, _to_iter_class())
+
+
+def iter_nodes(root: IterDataset) -> Iterator[IterDataset]:
     """Every ``IterDataset`` node of the pipeline once, from ``root`` towards the sources."""
     seen: set[int] = set()
     stack = [root]
@@ -60,7 +66,7 @@ def check_sliceable(root: IterDataset, workers: int) -> None:
     if workers <= 1:
         return
     to_iter = _to_iter_class()
-    for node in _iter_nodes(root):
+    for node in iter_nodes(root):
         if not isinstance(node, to_iter) and not any(
             isinstance(p, IterDataset) for p in node.parents
         ):
@@ -112,7 +118,7 @@ def drops_a_partial_batch_per_worker(root: IterDataset, workers: int) -> bool:
     if workers <= 1 or batch_block(root) > 1:
         return False
     return any(
-        isinstance(node, BatchIterDataset) and node._drop_remainder for node in _iter_nodes(root)
+        isinstance(node, BatchIterDataset) and node._drop_remainder for node in iter_nodes(root)
     )
 
 
@@ -123,7 +129,7 @@ def slice_for_worker(root: IterDataset, worker: int, workers: int, sequential: b
     check_sliceable(root, workers)
     block = batch_block(root)
     to_iter = _to_iter_class()
-    for node in list(_iter_nodes(root)):
+    for node in list(iter_nodes(root)):
         if isinstance(node, to_iter):
             _slice_node(node, worker, workers, sequential, block)
         elif callable(share := getattr(node, "set_worker_share", None)):  # random_map: k*W + w

@@ -169,8 +169,9 @@ _EXPERIMENTAL: dict[str, Entry] = {
     "index_shuffle": _same("the same permutation as Grain's (test_index_shuffle.py compares them)"),
     "multithread_prefetch": Entry(
         FIX,
-        "the elements and states of ds, read ahead num_threads * buffer_size elements by one "
-        "thread (Grain uses num_threads threads)",
+        "Grain's elements, order and states: num_threads slices of ds (sequential_slice: "
+        "contiguous), each read ahead by its own thread, interleaved; the slices follow "
+        "mp_prefetch's batch rule (google/grain#1129)",
     ),
     "pick_performance_config": _same("the same options from the same element sizes and budget"),
     "set_next_index": _same('through Grain\'s _set_next_index hook or a {"next_index"} state'),

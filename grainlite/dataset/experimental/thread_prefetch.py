@@ -3,9 +3,10 @@
 A thread reads up to ``prefetch_buffer_size`` elements ahead of the consumer, each with the
 parent's state right after it, so ``get_state()`` is the parent's state after the last element
 *delivered* (Grain's rule: the state is the parent's own, ``{"next_index": 5}`` over a
-``to_iter_dataset``), never one of an element still in the buffer. ``prefetch_buffer_size=0``
-reads in the consuming thread. Useful where the parent waits (file or network reads release the
-interpreter); pure-Python work does not get faster.
+``to_iter_dataset``), never one of an element still in the buffer, and at the end of the stream
+still the one after the last element (a restore reads the rest of the parent again and ends).
+``prefetch_buffer_size=0`` reads in the consuming thread. Useful where the parent waits (file or
+network reads release the interpreter); pure-Python work does not get faster.
 
 ``set_state`` stops the thread, drops the buffer, moves the parent and starts again at the next
 ``next()``; a fresh iterator restores the same way. Until an element is read ahead, ``get_state()``
@@ -26,6 +27,7 @@ that thread running); a single read that never returns still cannot be interrupt
 
 from __future__ import annotations
 
+import copy
 import queue
 import threading
 import weakref
@@ -33,10 +35,16 @@ from typing import Any, NamedTuple
 
 from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.experimental.interleave import InterleaveIterDataset
 from grainlite.dataset.next_index import get_next_index, set_next_index
 from grainlite.dataset.stopping import ReadStopped, get_stoppable, stoppable
-from grainlite.dataset.worker_slicing import check_sliceable
-from grainlite.errors import GrainliteValueError
+from grainlite.dataset.worker_slicing import (
+    check_sliceable,
+    is_to_iter,
+    iter_nodes,
+    slice_for_worker,
+)
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, clipped
 
 # How long a blocked producer waits before it looks at its stop flag again.
 _POLL_S = 0.05
@@ -179,11 +187,11 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
         if item.error is not None:  # the state stays the one before the failed element
             self._stop()
             raise item.error
-        self._state = item.state
-        if item.element is _END:
+        if item.element is _END:  # the state stays the one after the last element (Grain's)
             self._stop()
             self._done = True
             raise StopIteration
+        self._state = item.state
         return item.element
 
     def _start_producer(self) -> _Producer:
@@ -249,18 +257,43 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
         return f"ThreadPrefetchDatasetIterator(prefetch_buffer_size={self._size})"
 
 
+def _copy_pipeline(ds: IterDataset) -> IterDataset:
+    """A deep copy of ``ds`` that shares the ``MapDataset`` read by each ``to_iter_dataset``
+    (read-only, and already read by several reader threads at once): slicing the copy for one
+    thread changes neither ``ds`` nor the other threads' copies."""
+    memo: dict[int, Any] = {}
+    for node in iter_nodes(ds):
+        if is_to_iter(node):
+            for parent in node.parents:
+                memo[id(parent)] = parent
+    try:
+        return copy.deepcopy(ds, memo)
+    except Exception as error:
+        raise GrainliteTypeError(
+            "multithread_prefetch copies the pipeline for each of its threads (each reads its "
+            f"own slice), and a part of it cannot be copied: {clipped(str(error))}. Make such "
+            "objects (locks, open files, connections) lazily inside the transformation, or "
+            "pass num_threads=1."
+        ) from error
+
+
 def multithread_prefetch(
     ds: IterDataset, num_threads: int, buffer_size: int, sequential_slice: bool = False
 ) -> IterDataset:
-    """Grain's thread-based ``mp_prefetch``: ``ds`` read ahead in the background.
+    """Grain's thread-based ``mp_prefetch``: ``num_threads`` slices of ``ds`` read ahead by as
+    many threads and interleaved.
 
-    ``num_threads=0`` returns ``ds`` unchanged. Otherwise the result gives the elements of ``ds``
-    in their order, with ``ds``'s states, read ahead by a :class:`ThreadPrefetchIterDataset` of
-    ``num_threads * buffer_size`` elements (one read-ahead thread: Grain splits ``ds`` into
-    ``num_threads`` slices read by as many threads, which gives the same order).
-    ``sequential_slice`` is accepted for Grain's signature (the order stays that of ``ds``).
-    As in Grain, ``num_threads > 1`` over a pipeline with an ``IterDataset`` source of its own
-    (no ``MapDataset`` below it to share out) is a ``ValueError``.
+    ``num_threads=0`` returns ``ds`` unchanged. Otherwise thread ``t`` of ``T`` reads a copy of
+    ``ds`` whose every ``to_iter_dataset`` reads the elements ``[t::T]`` of its ``MapDataset``
+    (with ``sequential_slice=True``, the ``t``-th of ``T`` contiguous ranges, sized as
+    ``numpy.array_split`` sizes them; ``num_threads=1`` reads ``ds`` itself), each a
+    :class:`ThreadPrefetchIterDataset` of ``buffer_size`` elements, and the result takes one
+    element from each thread in turn (an ``InterleaveIterDataset`` with ``cycle_length=T``):
+    Grain's elements, order and states (``{"next_index_in_cycle": ..., "iterators_in_use_states":
+    [...]}``). The slicing is ``mp_prefetch``'s, its batch rule included
+    (:mod:`grainlite.dataset.worker_slicing`). As in Grain, ``num_threads > 1`` over a pipeline
+    with an ``IterDataset`` source of its own (no ``MapDataset`` below it to share out) is a
+    ``ValueError``.
     """
     threads = int_option(
         num_threads,
@@ -281,4 +314,11 @@ def multithread_prefetch(
             "IterDataset source of its own. Build it from a MapDataset "
             "(MapDataset.source(...).to_iter_dataset()), or pass num_threads=1."
         ) from None
-    return ThreadPrefetchIterDataset(ds, prefetch_buffer_size=threads * size)
+    shards: list[IterDataset] = []
+    for thread in range(threads):
+        shard = ds
+        if threads > 1:
+            shard = _copy_pipeline(ds)
+            slice_for_worker(shard, thread, threads, sequential_slice)
+        shards.append(ThreadPrefetchIterDataset(shard, prefetch_buffer_size=size))
+    return InterleaveIterDataset(shards, cycle_length=threads)
