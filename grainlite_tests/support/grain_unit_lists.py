@@ -134,12 +134,9 @@ SLOW: dict[str, str] = {
 KNOWN_FAILING: dict[str, str] = {
     "prefetch_test::MultithreadPrefetchTest::test_multiprocess_prefetch_with_sequential_slice": "multithread_prefetch reads with one thread: sequential_slice=True's order (contiguous slices interleaved) is not made",
     "prefetch_test::MultithreadPrefetchTest::test_multiprocess_prefetch_sequential_slice_order_from_*": "multithread_prefetch reads with one thread: sequential_slice=True's order (contiguous slices interleaved) is not made",
-    "prefetch_test::MultithreadPrefetchTest::test_options_before_prefetch": "DatasetOptions apply to the nodes below them only (Grain: to the whole pipeline)",
     "prefetch_test::MultithreadPrefetchTest::test_prefetch_but_no_read": "close() waits for the parent's next() in flight, and an endless stream of holes never returns it (Grain leaves its thread running)",
     "prefetch_test::ThreadPrefetchIterDatasetTest::test_early_break_continues_prefetching": "to_iter_dataset reads in the consuming thread until timed blocks show slow reads; Grain's threads read ahead from the first next()",
     "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_get_state_doesnt_start_prefetch": "the test's spawn-context Event cannot be cloudpickled to grainlite's workers (multiprocessing shares it only by process inheritance); get_state itself starts no worker",
-    "process_prefetch_test::*::test_options_after_prefetch": "filter thresholds act on IterDataset filters only; this is a MapDataset.filter read through to_iter_dataset (also at num_workers=0; not mp_prefetch's)",
     "process_prefetch_test::MultiprocessingPrefetchTest::test_works_with_iter_source_single_worker": "the worker dies with SIGSEGV making the first element of the test module's own iterator class under the adapter; the same pipeline in a script works (not yet understood)",
-    "process_prefetch_test::*::test_options_before_prefetch": "options set below a filter do not reach it (Grain merges every WithOptionsIterDataset of the pipeline; grainlite's apply downward only; not mp_prefetch's)",
     "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_doesnt_hang_on_process_kill": "to_iter_dataset reads [2, 3] as one block, so a transform that never returns for 3 holds up 2",
 }
