@@ -1,7 +1,8 @@
 """``DatasetOptions`` act on the whole pipeline, as in Grain: options set below a prefetch or
 ``mp_prefetch`` (real worker processes) reach a filter after it, the outer node wins a field two
-nodes set, one ``mix`` input's options reach the other's filter, and the filter check fires at
-or above its ratio (0 turns it off)."""
+nodes set, one ``mix`` input's options reach the other's filter, an interleave's inputs get the
+options set after it (theirs fill the rest and stay with them), and the filter check fires at or
+above its ratio (0 turns it off)."""
 
 from __future__ import annotations
 
@@ -127,3 +128,27 @@ def test_ratios_of_zero_turn_the_filter_checks_off(caplog):
         assert list(gx.WithOptionsIterDataset(iter_filter, off)) == []
         assert list(gx.WithOptionsIterDataset(map_filter, off)) == []
     assert "skipped" not in caplog.text
+
+
+def test_options_set_after_an_interleave_reach_the_inputs_it_opens_while_reading():
+    first = grain.MapDataset.range(3).to_iter_dataset()
+    later = _ones_twos_threes().filter(_above_two)  # opened when `first` ends
+    ds = gx.InterleaveIterDataset([first, later], cycle_length=1)
+    _raises_at_the_filter(gx.WithOptionsIterDataset(ds, _RAISE_AT_10))
+
+
+def test_options_set_in_an_interleave_input_stay_with_that_input():
+    with_options = gx.WithOptionsIterDataset(_ones_twos_threes(), _RAISE_AT_10)
+    after = gx.InterleaveIterDataset([with_options, _ones_twos_threes()], cycle_length=2)
+    assert list(after.filter(_above_two)) == [3] * 2000
+
+    filtered_inside = gx.WithOptionsIterDataset(
+        _ones_twos_threes().filter(_above_two), _RAISE_AT_10
+    )
+    _raises_at_the_filter(gx.InterleaveIterDataset([filtered_inside], cycle_length=1))
+
+
+def test_options_set_after_an_interleave_win_over_those_of_its_inputs():
+    inner = gx.WithOptionsIterDataset(_ones_twos_threes().filter(_above_two), _RAISE_AT_10)
+    ds = gx.InterleaveIterDataset([inner], cycle_length=1)
+    assert list(gx.WithOptionsIterDataset(ds, _RAISE_AT_90)) == [3] * 1000

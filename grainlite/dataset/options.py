@@ -118,8 +118,10 @@ def pipeline_options(dataset: Any) -> DatasetOptions | None:
 
     Nodes are visited from ``dataset`` up through ``parents`` (depth first, each node's inputs
     in order, a node shared by two paths once); an option set by a node visited earlier wins,
-    so the outer node wins over the one below it and a first input over a second. None when
-    no node sets options.
+    so the outer node wins over the one below it and a first input over a second. The inputs
+    of a node that opens them while it reads (``opens_inputs_while_reading``: an interleave)
+    are not visited: they get their options from :func:`input_iterator`. None when no node
+    sets options.
     """
     merged: DatasetOptions | None = None
     pending, seen = [dataset], set()
@@ -130,8 +132,21 @@ def pipeline_options(dataset: Any) -> DatasetOptions | None:
         seen.add(id(node))
         if isinstance(node, WithOptionsIterDataset):
             merged = merged.merge(node.options) if merged is not None else node.options
-        pending.extend(reversed(tuple(getattr(node, "parents", ()))))
+        if not getattr(node, "opens_inputs_while_reading", False):
+            pending.extend(reversed(tuple(getattr(node, "parents", ()))))
     return merged
+
+
+def input_iterator(dataset: Any, outer: DatasetOptions | None) -> Any:
+    """``iter(dataset)`` for a node that opens its inputs while it reads (an interleave).
+
+    As in Grain, ``outer`` (the options of the reading node's pipeline, taken when its iterator
+    was built) win over the input's own options, which fill the fields ``outer`` leaves; the
+    input's own options do not reach the nodes after the reading node.
+    """
+    own = pipeline_options(dataset)
+    with in_force(outer.merge(own) if outer is not None else own):
+        return dataset.__iter__()
 
 
 @contextlib.contextmanager
