@@ -8,7 +8,8 @@ other (the last node's ``iter()``), the options of every ``WithOptionsIterDatase
 through ``parents`` are merged; where two set the same field, the outer one (closer to the
 consumer) wins, and between the inputs of a multi-input node the first input's win; fields none
 sets keep their defaults. They stay in force while the whole iterator tree is built, in this
-process and in ``mp_prefetch``'s workers (:func:`set_options` hands them over).
+process and in ``mp_prefetch``'s workers (:func:`set_options` hands them over). An interleave,
+which opens its inputs while it reads, opens each with :func:`input_iterator`.
 
 The option grainlite acts on is the filter check: a filter (an ``IterDataset.filter``, or a
 ``MapDataset.filter`` read through ``to_iter_dataset``) counts, over windows of 1000 elements it
