@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
@@ -29,6 +30,21 @@ S = TypeVar("S")
 
 def _declared_by_grainlite(cls: type) -> bool:
     return cls.__module__ == "grainlite" or cls.__module__.startswith("grainlite.")
+
+
+def _in_options_scope(iter_fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``iter_fn`` (an ``IterDataset.__iter__``), run with the DatasetOptions of the whole
+    pipeline in force: :func:`grainlite.dataset.options.pipeline_scope` is the rule."""
+
+    @functools.wraps(iter_fn)
+    def __iter__(self: Any) -> Any:
+        from grainlite.dataset.options import pipeline_scope
+
+        with pipeline_scope(self):
+            return iter_fn(self)
+
+    __iter__._builds_in_options_scope = True  # type: ignore[attr-defined]
+    return __iter__
 
 
 def map_lineage(dataset: Any) -> Iterator[MapDataset]:
@@ -275,6 +291,9 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
         super().__init_subclass__(**kwargs)
         if "one_to_one" not in vars(cls) and not _declared_by_grainlite(cls):
             cls.one_to_one = False
+        own_iter = vars(cls).get("__iter__")
+        if own_iter is not None and not getattr(own_iter, "_builds_in_options_scope", False):
+            cls.__iter__ = _in_options_scope(own_iter)  # type: ignore[method-assign]
 
     def __init__(
         self, parents: MapDataset | IterDataset | Sequence[MapDataset | IterDataset] = ()

@@ -1,15 +1,23 @@
-"""Grain's ``DatasetOptions`` and ``WithOptionsIterDataset``: options for the nodes of a pipeline.
+"""Grain's ``DatasetOptions`` and ``WithOptionsIterDataset``: options for a whole pipeline.
 
-``WithOptionsIterDataset(ds, options)`` sets options for the iterators of ``ds`` and everything
-below it. The options in force while an iterator is built are :func:`current_options`; where two
-``WithOptionsIterDataset`` nodes set the same field, the outer one (closer to the consumer) wins,
-and fields neither sets keep their defaults, as in Grain.
+``WithOptionsIterDataset(ds, options)`` sets options for every iterator of the pipeline it is
+part of, as in Grain: the nodes below it, and also the nodes above it (a filter after a
+``prefetch``/``mp_prefetch`` whose input has the options) and the other inputs of a ``mix``.
+This module holds the one rule, :func:`pipeline_options`: when an iterator is built outside any
+other (the last node's ``iter()``), the options of every ``WithOptionsIterDataset`` reachable
+through ``parents`` are merged; where two set the same field, the outer one (closer to the
+consumer) wins, and between the inputs of a multi-input node the first input's win; fields none
+sets keep their defaults. They stay in force while the whole iterator tree is built, in this
+process and in ``mp_prefetch``'s workers (:func:`set_options` hands them over). An interleave,
+which opens its inputs while it reads, opens each with :func:`input_iterator`.
 
-The option grainlite acts on is the filter check: a filter on an ``IterDataset`` counts, over
-windows of 1000 elements it reads, how many it drops; above ``filter_warn_threshold_ratio``
-(default 0.9) it logs a warning, above ``filter_raise_threshold_ratio`` (default off) it raises
-``ValueError``. ``execution_tracking_mode`` and ``min_shm_size`` are accepted and kept: grainlite
-always tracks what ``stats()`` reports, and sends arrays through shared memory by its own rule.
+The option grainlite acts on is the filter check: a filter (an ``IterDataset.filter``, or a
+``MapDataset.filter`` read through ``to_iter_dataset``) counts, over windows of 1000 elements it
+reads, how many it drops; at or above ``filter_warn_threshold_ratio`` (default 0.9) it logs a
+warning, at or above ``filter_raise_threshold_ratio`` (default off) it raises ``ValueError``; a
+ratio of 0 turns its check off, as in Grain.
+``execution_tracking_mode`` and ``min_shm_size`` are accepted and kept: grainlite always tracks
+what ``stats()`` reports, and sends arrays through shared memory by its own rule.
 """
 
 from __future__ import annotations
@@ -52,10 +60,11 @@ class DatasetOptions:
     """Options for the nodes of a pipeline; a field not given keeps its default (see ``merge``).
 
     Attributes:
-      filter_warn_threshold_ratio: log a warning when a filter drops more than this share of a
-        window of 1000 elements (``None``: never).
-      filter_raise_threshold_ratio: raise ``ValueError`` when a filter drops more than this share
-        (``None``: never).
+      filter_warn_threshold_ratio: log a warning (at most once a minute per filter) when a
+        filter drops this share or more of a window of 1000 elements it reads (``None`` or
+        ``0``: never, as in Grain).
+      filter_raise_threshold_ratio: raise ``ValueError`` when a filter drops this share or more
+        of a window (``None`` or ``0``: never); the stream goes on after the error.
       execution_tracking_mode: Grain's statistics switch, accepted and kept.
       min_shm_size: Grain's smallest array sent through shared memory, accepted and kept.
     """
@@ -93,38 +102,93 @@ class DatasetOptions:
         return DatasetOptions(**merged)
 
 
-_CURRENT: contextvars.ContextVar[DatasetOptions | None] = contextvars.ContextVar(
+@dataclasses.dataclass(frozen=True)
+class _Scope:
+    """The options in force while one iterator tree is built (None: the pipeline sets none)."""
+
+    options: DatasetOptions | None
+
+
+_CURRENT: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
     "grainlite_dataset_options", default=None
 )
 
 
+def pipeline_options(dataset: Any) -> DatasetOptions | None:
+    """The merged options of every ``WithOptionsIterDataset`` in ``dataset``'s pipeline.
+
+    Nodes are visited from ``dataset`` up through ``parents`` (depth first, each node's inputs
+    in order, a node shared by two paths once); an option set by a node visited earlier wins,
+    so the outer node wins over the one below it and a first input over a second. The inputs
+    of a node that opens them while it reads (``opens_inputs_while_reading``: an interleave)
+    are not visited: they get their options from :func:`input_iterator`. None when no node
+    sets options.
+    """
+    merged: DatasetOptions | None = None
+    pending, seen = [dataset], set()
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, WithOptionsIterDataset):
+            merged = merged.merge(node.options) if merged is not None else node.options
+        if not getattr(node, "opens_inputs_while_reading", False):
+            pending.extend(reversed(tuple(getattr(node, "parents", ()))))
+    return merged
+
+
+def input_iterator(dataset: Any, outer: DatasetOptions | None) -> Any:
+    """``iter(dataset)`` for a node that opens its inputs while it reads (an interleave).
+
+    As in Grain, ``outer`` (the options of the reading node's pipeline, taken when its iterator
+    was built) win over the input's own options, which fill the fields ``outer`` leaves; the
+    input's own options do not reach the nodes after the reading node.
+    """
+    own = pipeline_options(dataset)
+    with in_force(outer.merge(own) if outer is not None else own):
+        return dataset.__iter__()
+
+
+@contextlib.contextmanager
+def pipeline_scope(dataset: Any) -> Iterator[None]:
+    """Puts the options of ``dataset``'s whole pipeline in force while its iterator is built.
+
+    Every ``IterDataset.__iter__`` runs inside it (``IterDataset`` wraps each subclass's); only
+    the outermost call computes the options, the iterators it builds below see the same ones.
+    """
+    if _CURRENT.get() is not None:
+        yield
+        return
+    token = _CURRENT.set(_Scope(pipeline_options(dataset)))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
 def current_options() -> DatasetOptions:
     """The options in force for an iterator being built now (the defaults outside any)."""
-    return _CURRENT.get() or DatasetOptions()
+    return set_options() or DatasetOptions()
 
 
 def set_options() -> DatasetOptions | None:
-    """The options a ``WithOptionsIterDataset`` above has put in force now (None: none has).
+    """The options the pipeline being built sets (None: it sets none, or none is being built).
 
     ``mp_prefetch`` takes them when its iterator is built and puts them in force again in its
-    worker processes, where its pipeline's iterators are built (Grain carries them there too).
+    worker processes, where its pipeline's iterators are built (Grain carries them there too):
+    so options set above ``mp_prefetch`` reach its workers, and options set in the workers'
+    pipeline reach the nodes after ``mp_prefetch``.
     """
-    return _CURRENT.get()
+    scope = _CURRENT.get()
+    return scope.options if scope is not None else None
 
 
 @contextlib.contextmanager
 def in_force(options: DatasetOptions | None) -> Iterator[None]:
-    """Puts ``options`` in force for the iterators built inside the block (None: no change)."""
-    if options is None:
-        yield
-        return
-    with _in_force(options):
-        yield
-
-
-@contextlib.contextmanager
-def _in_force(options: DatasetOptions) -> Iterator[None]:
-    token = _CURRENT.set(options)
+    """Puts ``options`` in force for the iterators built inside the block, in place of what
+    :func:`pipeline_scope` would find (an ``mp_prefetch`` worker's pipeline: its consumer's)."""
+    token = _CURRENT.set(_Scope(options))
     try:
         yield
     finally:
@@ -132,7 +196,8 @@ def _in_force(options: DatasetOptions) -> Iterator[None]:
 
 
 class WithOptionsIterDataset(IterDataset):
-    """``parent`` with ``options`` in force for its iterators and every iterator below them."""
+    """``parent``, with ``options`` in force for every iterator of the pipeline it is part of
+    (see :func:`pipeline_options` for which options win)."""
 
     def __init__(self, parent: IterDataset, options: DatasetOptions) -> None:
         if not isinstance(options, DatasetOptions):
@@ -144,10 +209,8 @@ class WithOptionsIterDataset(IterDataset):
         self.options = options
 
     def __iter__(self) -> DatasetIterator:
-        outer = _CURRENT.get()
-        merged = outer.merge(self.options) if outer is not None else self.options
-        with _in_force(merged):
-            return self._parent.__iter__()
+        # The pipeline's options, these included, are in force (pipeline_scope).
+        return self._parent.__iter__()
 
     def __str__(self) -> str:
         return f"WithOptionsIterDataset(options={self.options})"
@@ -159,8 +222,9 @@ class FilterRatioCheck:
     def __init__(self, name: str, options: DatasetOptions | None = None) -> None:
         options = options or current_options()
         self.name = name
-        self.warn = options.filter_warn_threshold_ratio
-        self.raise_ = options.filter_raise_threshold_ratio
+        # As in Grain, a ratio of 0 turns its check off like None.
+        self.warn = options.filter_warn_threshold_ratio or None
+        self.raise_ = options.filter_raise_threshold_ratio or None
         self.seen = 0
         self.dropped = 0
         self._last_warning = -_WARN_EVERY_S
@@ -190,16 +254,16 @@ class FilterRatioCheck:
             f"{self.seen} elements."
         )
         self.seen = self.dropped = 0
-        if self.raise_ is not None and ratio > self.raise_:
+        if self.raise_ is not None and ratio >= self.raise_:
             raise GrainliteValueError(
-                f"{message} That is above filter_raise_threshold_ratio={self.raise_}: check "
+                f"{message} That is at or above filter_raise_threshold_ratio={self.raise_}: check "
                 "the filter's condition, or raise the limit with "
                 "grainlite.experimental.WithOptionsIterDataset(ds, DatasetOptions(...))."
             )
         now = time.monotonic()
         if (
             self.warn is not None
-            and ratio > self.warn
+            and ratio >= self.warn
             and now - self._last_warning >= _WARN_EVERY_S
         ):
             self._last_warning = now

@@ -91,8 +91,8 @@ _EXPERIMENTAL: dict[str, Entry] = {
         "state after JSON); no token repeated for unequal features; BOS with empty sequences",
     ),
     "DatasetOptions": _same(
-        "Grain's fields, defaults and merge(); the filter thresholds are honoured, "
-        "execution_tracking_mode and min_shm_size are kept"
+        "Grain's fields, defaults and merge(); the filter thresholds are honoured (at or above "
+        "the ratio; 0 is off), execution_tracking_mode and min_shm_size are kept"
     ),
     "ElasticIterator": Entry(
         FIX,
@@ -148,7 +148,8 @@ _EXPERIMENTAL: dict[str, Entry] = {
         "Grain's permutation per window (index_shuffle with seed + window)"
     ),
     "WithOptionsIterDataset": _same(
-        "options in force for the iterators below it; the outer node wins where two set a field"
+        "options for the whole pipeline it is part of (below and above it, mp_prefetch workers "
+        "included); the outer node wins where two set a field"
     ),
     "ZipIterDataset": _same('Grain\'s tuples, strict rule and {"parents": [...]} state'),
     "ZipMapDataset": _same("Grain's tuples; parents of one length"),

@@ -132,8 +132,5 @@ SLOW: dict[str, str] = {
 
 # Known failing, not yet fixed: run as expected failures, not counted. Empty when done.
 KNOWN_FAILING: dict[str, str] = {
-    "prefetch_test::MultithreadPrefetchTest::test_options_before_prefetch": "DatasetOptions apply to the nodes below them only (Grain: to the whole pipeline)",
-    "process_prefetch_test::*::test_options_after_prefetch": "filter thresholds act on IterDataset filters only; this is a MapDataset.filter read through to_iter_dataset (also at num_workers=0; not mp_prefetch's)",
-    "process_prefetch_test::*::test_options_before_prefetch": "options set below a filter do not reach it (Grain merges every WithOptionsIterDataset of the pipeline; grainlite's apply downward only; not mp_prefetch's)",
     "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_doesnt_hang_on_process_kill": "to_iter_dataset reads [2, 3] as one block, so a transform that never returns for 3 holds up 2",
 }

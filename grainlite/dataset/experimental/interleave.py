@@ -25,10 +25,11 @@ goes on, so a checkpoint dict restored twice there gives two different streams.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.options import input_iterator, set_options
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, InterleaveArgumentError
 
 
@@ -88,6 +89,10 @@ class InterleaveIterDataset(IterDataset):
         self._cycle_length = cycle
         self._options = (num_make_iter_threads, make_iter_buffer_size, iter_buffer_size)
 
+    # Its inputs' iterators are opened while it reads, with the options of its pipeline
+    # (grainlite.dataset.options.input_iterator); their own options stay with them, as in Grain.
+    opens_inputs_while_reading: ClassVar[bool] = True
+
     def __iter__(self) -> InterleaveDatasetIterator:
         return InterleaveDatasetIterator(list(self.parents), self._cycle_length)
 
@@ -102,12 +107,16 @@ class InterleaveDatasetIterator(DatasetIterator):
     def __init__(self, datasets: list[IterDataset], cycle_length: int) -> None:
         slots = min(cycle_length, len(datasets))
         self._datasets = datasets
-        self._iterators = [iter(datasets[k]) for k in range(slots)]
+        self._options = set_options()  # the pipeline's, for every input opened later
+        self._iterators = [self._open(k) for k in range(slots)]
         super().__init__(list(self._iterators))
         self._indices = list(range(slots))
         self._exhausted = [False] * slots
         self._next_dataset = slots
         self._cycle = 0
+
+    def _open(self, index: int) -> DatasetIterator:
+        return input_iterator(self._datasets[index], self._options)
 
     def _replace(self, slot: int, iterator: DatasetIterator) -> None:
         old = self._iterators[slot]
@@ -126,7 +135,7 @@ class InterleaveDatasetIterator(DatasetIterator):
                         raise StopIteration
                     self._cycle = (slot + 1) % slots
                     continue
-                self._replace(slot, iter(self._datasets[self._next_dataset]))
+                self._replace(slot, self._open(self._next_dataset))
                 self._indices[slot] = self._next_dataset
                 self._next_dataset += 1
                 exhausted[slot] = False
@@ -169,7 +178,7 @@ class InterleaveDatasetIterator(DatasetIterator):
                     f"{len(self._datasets)}; restore a state saved over the same datasets."
                 )
             if self._indices[slot] != index:
-                self._replace(slot, iter(self._datasets[index]))
+                self._replace(slot, self._open(index))
             self._iterators[slot].set_state(saved)
         self._indices = list(indices)
         self._exhausted = [bool(flag) for flag in flags]
