@@ -47,6 +47,13 @@ def test_options_set_below_a_thread_prefetch_reach_a_filter_after_it():
     _raises_at_the_filter(ds)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_options_set_below_multithread_prefetch_reach_a_filter_after_it(threads):
+    ds = gx.WithOptionsIterDataset(_ones_twos_threes(), _RAISE_AT_10)
+    ds = gx.multithread_prefetch(ds, num_threads=threads, buffer_size=1).filter(_above_two)
+    _raises_at_the_filter(ds)
+
+
 def test_options_set_below_an_iter_dataset_map_reach_a_filter_after_it():
     ds = gx.WithOptionsIterDataset(_ones_twos_threes(), _RAISE_AT_10)
     _raises_at_the_filter(ds.map(lambda x: x).filter(_above_two))

@@ -37,6 +37,7 @@ from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.experimental.interleave import InterleaveIterDataset
 from grainlite.dataset.next_index import get_next_index, set_next_index
+from grainlite.dataset.options import WithOptionsIterDataset, pipeline_options
 from grainlite.dataset.stopping import ReadStopped, get_stoppable, stoppable
 from grainlite.dataset.worker_slicing import (
     check_sliceable,
@@ -321,4 +322,8 @@ def multithread_prefetch(
             shard = _copy_pipeline(ds)
             slice_for_worker(shard, thread, threads, sequential_slice)
         shards.append(ThreadPrefetchIterDataset(shard, prefetch_buffer_size=size))
-    return InterleaveIterDataset(shards, cycle_length=threads)
+    threaded: IterDataset = InterleaveIterDataset(shards, cycle_length=threads)
+    # The interleave keeps its inputs' options to them; as in Grain, the options set in ``ds``
+    # also act on the nodes after multithread_prefetch.
+    options = pipeline_options(ds)
+    return threaded if options is None else WithOptionsIterDataset(threaded, options)
