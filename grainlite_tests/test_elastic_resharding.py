@@ -4,9 +4,9 @@ The form of Grain's DataLoader tutorial, ``IndexSampler(n, ShardByJaxProcess(dro
 shuffle=True, seed=...)``, gives each host its own block of records and numbers them per host. A
 state saved by ``S`` hosts restores onto ``S'`` hosts: the records of epochs up to ``E`` that the
 savers had not delivered come exactly once, and the later epochs follow the new sharding as a
-fresh run of ``S'`` hosts would (the rule of ``grainlite.loader.resharding``). Each check compares
-the ledger of delivered elements (each names its record and its sampler index, hence its epoch)
-with those two uninterrupted runs.
+fresh run of ``S'`` hosts would (the rule of ``grainlite.loader.state.resharding``). Each check
+compares the ledger of delivered elements (each names its record and its sampler index, hence its
+epoch) with those two uninterrupted runs.
 
 The end-to-end tests run real ``jax.distributed`` processes on localhost with one Orbax
 ``CheckpointManager`` per job (``resharding_multihost_job.py``); the hypothesis tests draw layouts

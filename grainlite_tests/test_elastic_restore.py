@@ -354,7 +354,7 @@ def test_a_record_whose_error_was_delivered_is_not_read_again_after_a_resize():
 
 
 def test_a_state_whose_workers_stand_absurdly_far_apart_is_refused(monkeypatch):
-    from grainlite.loader import pending
+    from grainlite.loader.state import holes_field as pending
 
     monkeypatch.setattr(pending, "MAX_HOLES", 5)
     resumed = iter(_sequential(0, 1, 0))

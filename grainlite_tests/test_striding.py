@@ -9,7 +9,7 @@ import json
 import pytest
 
 import grainlite as grain
-from grainlite.loader import state as state_codec
+from grainlite.loader.state import codec as state_codec
 from grainlite.loader.striding import WorkerSlice
 
 pytestmark = pytest.mark.timeout(30)

@@ -10,9 +10,10 @@ indent (the text Grain writes) and read back with ``json.loads``: nothing is eve
 
 Restoring a ``DataLoader`` iterator onto another number of JAX processes reads every process's
 file (the folder must be shared) and gives this process its part of what the saving processes had
-not delivered (see :mod:`grainlite.loader.elastic`, and :mod:`grainlite.loader.resharding` for a
-sampler sharded by itself); another worker count needs only this process's file (``set_state``
-handles it). A Dataset-API iterator restores only with the process count that saved it.
+not delivered (see :mod:`grainlite.loader.state.elastic`, and
+:mod:`grainlite.loader.state.resharding` for a sampler sharded by itself); another worker count
+needs only this process's file (``set_state`` handles it). A Dataset-API iterator restores only with
+the process count that saved it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from grainlite._optional import require
 from grainlite.dataset.base import DatasetIterator
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateNotJSONError
-from grainlite.loader.state import MAX_STATE_BYTES
+from grainlite.loader.state.codec import MAX_STATE_BYTES
 
 ocp = require("orbax.checkpoint", "orbax", "Checkpointing a grainlite iterator with Orbax")
 
@@ -169,7 +170,7 @@ def read_state_file(path: Any) -> bytes:
 
 def _restore_from_every_file(iterator: Any, directory: Any, saved: int) -> None:
     """Gives ``iterator`` its part of the remainder of the ``saved`` processes' states."""
-    from grainlite.loader.state import load
+    from grainlite.loader.state.codec import load
 
     restore_hosts = getattr(iterator, "_restore_hosts", None)
     if restore_hosts is None:

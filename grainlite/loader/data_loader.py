@@ -16,8 +16,6 @@ from grainlite.errors import (
     GrainliteValueError,
     LoaderClosedError,
 )
-from grainlite.loader import elastic
-from grainlite.loader import state as state_codec
 from grainlite.loader.arguments import (
     check_source,
     check_worker_buffer_size,
@@ -26,6 +24,8 @@ from grainlite.loader.arguments import (
     resolve_worker_count,
 )
 from grainlite.loader.pipeline import Pipeline
+from grainlite.loader.state import codec as state_codec
+from grainlite.loader.state import elastic
 from grainlite.options import MultiprocessingOptions, ReadOptions
 from grainlite.sampling.sharding import ShardOptions
 from grainlite.sources.protocol import source_repr
@@ -268,8 +268,8 @@ class DataLoaderIterator(Iterator[Any]):
 
         A state saved with another worker count (this host count) is restored elastically: each
         record the old workers had not delivered comes exactly once (the rule is in
-        :mod:`grainlite.loader.elastic`). Raises CheckpointMismatchError if the state belongs to
-        a loader with another sampler or data source, and GrainliteValueError if it is not a
+        :mod:`grainlite.loader.state.elastic`). Raises CheckpointMismatchError if the state belongs
+        to a loader with another sampler or data source, and GrainliteValueError if it is not a
         valid state.
         """
         self._move_to(elastic.restore(state, self._layout, self._pipeline))

@@ -20,10 +20,10 @@ from typing import Any
 from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.pipeline import PipelineBase
-from grainlite.loader.holes import Plan, Resuming, armed_push, wrap
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.runs import MappedRuns
 from grainlite.loader.stages import Allocator, Held, Steps, build_chain, initial_state
+from grainlite.loader.state.worker_state import Plan, Resuming, armed_push, wrap
 from grainlite.loader.striding import WorkerSlice
 from grainlite.options import ReadOptions
 from grainlite.stats.chain import ChainTimer, operation_names
@@ -202,7 +202,8 @@ class Pipeline(PipelineBase):
         after the element that state was yielded with. An element may be a
         :class:`~grainlite.engine.failures.FailedElement`; the stream goes on after it. ``stats``
         (from :meth:`make_stats`) receives the read and per-operation counters. A
-        :class:`~grainlite.loader.holes.Resuming` start reads its holes before the native tail.
+        :class:`~grainlite.loader.state.worker_state.Resuming` start reads its holes before the
+        native tail.
         """
         plan: Plan | None = None
         worker_slice = self.worker_slice(worker, workers)

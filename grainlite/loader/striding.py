@@ -6,9 +6,9 @@ Host ``s`` of ``S`` (``shard_index``, ``shard_count``) reads the indices ``i ≡
 the ``last_seen_indices`` of a checkpoint equal to Grain's. The reader uses it to know what to
 read, the checkpoint codec to turn positions into indices and back.
 
-After an elastic restore (see :mod:`grainlite.loader.elastic`) a worker first reads an explicit
-list of "holes" (indices the old layout had not delivered), then its native indices: the holes
-take the positions just before the first native position it reads, so once they are read the
+After an elastic restore (see :mod:`grainlite.loader.state.elastic`) a worker first reads an
+explicit list of "holes" (indices the old layout had not delivered), then its native indices: the
+holes take the positions just before the first native position it reads, so once they are read the
 worker's position is an ordinary native position again.
 """
 

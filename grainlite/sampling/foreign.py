@@ -1,7 +1,7 @@
 """Foreign indices: a record of another host layout, named by a negative sampler index.
 
 After a sampler-sharded ``IndexSampler`` (``shard_options`` on the sampler, one block of records
-per host) is restored onto another host count (see :mod:`grainlite.loader.resharding`), a host
+per host) is restored onto another host count (see :mod:`grainlite.loader.state.resharding`), a host
 reads some records of the old layout: records an old host had not delivered yet. Each is named
 by the old host count ``S`` and its global index ``i`` there (old host ``i mod S`` read it, at
 its position ``i // S``), packed into one negative int so that it can stand in a worker's hole

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from grainlite.errors import GrainliteValueError
-from grainlite.loader import state as state_codec
 from grainlite.loader.data_loader import DataLoader, DataLoaderIterator
 from grainlite.loader.stages import Steps, initial_state
+from grainlite.loader.state import codec as state_codec
 from grainlite.options import ReadOptions
 from grainlite.sampling.sharding import NoSharding, ShardOptions
 from grainlite.sources.protocol import source_repr

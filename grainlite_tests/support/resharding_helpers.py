@@ -7,7 +7,7 @@ global index ``i`` into ``k * 10**6 + i``, reading ``i`` back from the record's 
 ledger of delivered ``(epoch, record)``. The exactly-once check: what the saving run delivered
 plus what the restored run delivered equals, as multisets, the uninterrupted saving run's
 elements of epochs ``<= E`` plus a fresh run's (of the new host count) of epochs ``> E``, for
-one ``E`` (the rule of ``grainlite.loader.resharding``).
+one ``E`` (the rule of ``grainlite.loader.state.resharding``).
 """
 
 from __future__ import annotations

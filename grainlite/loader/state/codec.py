@@ -7,8 +7,8 @@ restore can skip the outputs of a partly delivered input.
 
 Decoding uses ``json.loads`` and checks every field by hand: nothing from a checkpoint is ever
 unpickled or executed. A worker that still reads holes after an elastic restore adds the
-``grainlite_holes`` field (see :mod:`grainlite.loader.pending`); a state from another layout is
-turned into holes by :mod:`grainlite.loader.elastic`.
+``grainlite_holes`` field (see :mod:`grainlite.loader.state.holes_field`); a state from another
+layout is turned into holes by :mod:`grainlite.loader.state.elastic`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from grainlite.errors import (
     StateNotJSONError,
     shown,
 )
-from grainlite.loader import pending as pending_field
-from grainlite.loader.holes import Resuming, innermost, nest, takens_of
 from grainlite.loader.pipeline import Skipping
+from grainlite.loader.state import holes_field as pending_field
+from grainlite.loader.state.worker_state import Resuming, innermost, nest, takens_of
 from grainlite.loader.striding import WorkerSlice
 
 VERSION = 2

@@ -29,7 +29,7 @@ The same saved state and the same new layout always give the same streams. Once 
 its holes its state is an ordinary Grain v2 position again.
 
 A loader whose ``IndexSampler`` shards by itself numbers its indices per host, so its restore onto
-another host count follows the rule of :mod:`grainlite.loader.resharding` (built on this one).
+another host count follows the rule of :mod:`grainlite.loader.state.resharding` (built on this one).
 """
 
 from __future__ import annotations
@@ -39,12 +39,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grainlite.errors import CheckpointMismatchError, GrainliteValueError, shown
-from grainlite.loader import pending as pending_field
-from grainlite.loader import resharding
-from grainlite.loader import state as codec
-from grainlite.loader.holes import Plan, Resuming, innermost, takens_of
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.stages import build_chain, initial_state
+from grainlite.loader.state import codec, resharding
+from grainlite.loader.state import holes_field as pending_field
+from grainlite.loader.state.worker_state import Plan, Resuming, innermost, takens_of
 from grainlite.loader.striding import WorkerSlice
 from grainlite.options import ReadOptions
 

@@ -1,9 +1,9 @@
 """The ``grainlite_holes`` checkpoint field: the holes a worker has not read yet after a resize.
 
-A state saved while some worker still has holes to read (see :mod:`grainlite.loader.holes`)
-keeps Grain's fields as they would be without the holes (each worker's ``last_seen_indices``
-says where its native tail starts, so Grain, which ignores unknown fields, resumes the tails)
-and adds one field::
+A state saved while some worker still has holes to read (see
+:mod:`grainlite.loader.state.worker_state`) keeps Grain's fields as they would be without the holes
+(each worker's ``last_seen_indices`` says where its native tail starts, so Grain, which ignores
+unknown fields, resumes the tails) and adds one field::
 
     "grainlite_holes": {
         "shard_index": 0, "shard_count": 2, "worker_count": 3,
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grainlite.errors import GrainliteValueError, shown
-from grainlite.loader.holes import Plan, Resuming, innermost, nest, takens_of
+from grainlite.loader.state.worker_state import Plan, Resuming, innermost, nest, takens_of
 
 FIELD = "grainlite_holes"
 # A hole list longer than this is not a state this library wrote (holes are at most a few per

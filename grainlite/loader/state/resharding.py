@@ -4,8 +4,9 @@
 of ``S`` its own contiguous block of ``L = n // S`` records, shuffled per epoch, and numbers them
 per host: host ``s`` reads its global indices ``s + S*p`` for host positions ``p = 0, 1, ...``,
 position ``p`` being epoch ``p // L``. Another host count splits the records into other blocks,
-so the general rule of :mod:`grainlite.loader.elastic` (one index space shared by every layout)
-does not apply. The rule for this case, written once here and in ``docs/how-to/checkpointing.md``:
+so the general rule of :mod:`grainlite.loader.state.elastic` (one index space shared by every
+layout) does not apply. The rule for this case, written once here and in
+``docs/how-to/checkpointing.md``:
 
 1. **The epoch.** ``E`` is the largest epoch of a record any saving stream had read: its last
    native read, a record partly delivered through a FlatMap, or a hole still to read from an
@@ -35,9 +36,9 @@ import re
 from typing import Any
 
 from grainlite.errors import CheckpointMismatchError
-from grainlite.loader import pending as pending_field
-from grainlite.loader import state as codec
-from grainlite.loader.holes import Resuming, innermost
+from grainlite.loader.state import codec
+from grainlite.loader.state import holes_field as pending_field
+from grainlite.loader.state.worker_state import Resuming, innermost
 from grainlite.sampling import foreign
 from grainlite.sampling.samplers import IndexSampler
 from grainlite.sampling.sharding import NoSharding
@@ -135,7 +136,7 @@ def remainder(
     documents: dict[int, Any], hosts: int, layout: codec.Layout, pipeline: Any
 ) -> codec.IteratorPosition:
     """This host's new position from the states of all ``hosts`` old hosts (the module's rule)."""
-    from grainlite.loader import elastic  # elastic imports this module: imported when used
+    from grainlite.loader.state import elastic  # elastic imports this module: imported when used
 
     sampler: IndexSampler = pipeline.sampler
     if not sampler._shard_options.drop_remainder:

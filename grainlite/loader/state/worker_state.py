@@ -1,7 +1,7 @@
 """A worker's stream after an elastic restore: its holes first, then its native tail.
 
-After a restore into another layout (see :mod:`grainlite.loader.elastic`) a worker owns a list of
-"holes": sampler indices the old layout had not delivered, below the point from which every
+After a restore into another layout (see :mod:`grainlite.loader.state.elastic`) a worker owns a list
+of "holes": sampler indices the old layout had not delivered, below the point from which every
 index is undelivered. It reads them first, in the order given, then goes on with its native
 indices (those it would read in a fresh run) from that point on. A hole may carry a FlatMap
 "skip" (outputs of that record delivered before the save): the FlatMapTransform at each level
