@@ -90,7 +90,7 @@ def test_a_state_saved_while_holes_are_left_resizes_again_exactly_once(new_worke
     middle, middle_states = [], []
     for host in range(3):
         with iter(helpers.loader(ops, host, 3, new_workers)) as iterator:
-            iterator._restore_hosts(documents, 2)
+            iterator.restore_hosts(documents, 2)
             middle += [next(iterator) for _ in range(1)]
             middle_states.append(iterator.get_state())
     assert any("grainlite_holes" in json.loads(state) for state in middle_states)
@@ -114,7 +114,7 @@ def test_a_state_with_foreign_holes_restores_exactly_into_the_same_layout():
     _, states = helpers.save(ops, 2, 0, [4, 11])
     documents = {s: json.loads(state) for s, state in enumerate(states)}
     with iter(helpers.loader(ops, 1, 3, 2)) as iterator:
-        iterator._restore_hosts(documents, 2)
+        iterator.restore_hosts(documents, 2)
         for _ in range(2):
             next(iterator)
         state = iterator.get_state()
@@ -146,7 +146,7 @@ def test_another_sampler_is_refused_naming_what_differs(change, differs):
         data_source=grain.RangeDataSource(0, 23, 1), sampler=sampler, operations=ops
     )
     with pytest.raises(CheckpointMismatchError) as caught:
-        iter(loader)._restore_hosts(documents, 2)
+        iter(loader).restore_hosts(documents, 2)
     assert str(caught.value).startswith("Sampler in checkpoint does not match")
     assert f"What differs: {differs}." in str(caught.value)
 
@@ -157,7 +157,7 @@ def test_another_data_source_is_refused():
     documents = {s: json.loads(state) for s, state in enumerate(states)}
     documents[0]["data_source"] = "RangeDataSource(start=0, stop=99, step=1)"
     with pytest.raises(CheckpointMismatchError, match=r"^DataSource in checkpoint does not match"):
-        iter(helpers.loader(ops, 0, 3, 0))._restore_hosts(documents, 2)
+        iter(helpers.loader(ops, 0, 3, 0)).restore_hosts(documents, 2)
 
 
 def test_a_custom_sampler_in_the_checkpoint_is_refused():
@@ -166,7 +166,7 @@ def test_a_custom_sampler_in_the_checkpoint_is_refused():
     documents = {s: json.loads(state) for s, state in enumerate(states)}
     documents[1]["sampler"] = "MySampler(seed=5)"
     with pytest.raises(CheckpointMismatchError) as caught:
-        iter(helpers.loader(ops, 0, 3, 0))._restore_hosts(documents, 2)
+        iter(helpers.loader(ops, 0, 3, 0)).restore_hosts(documents, 2)
     assert "the checkpoint's sampler is not an IndexSampler" in str(caught.value)
 
 
@@ -187,7 +187,7 @@ def test_a_sampler_sharded_without_drop_remainder_is_refused_with_the_fix():
             next(iterator)
             documents[host] = json.loads(iterator.get_state())
     with pytest.raises(CheckpointMismatchError) as caught:
-        iter(make(0, 3))._restore_hosts(documents, 2)
+        iter(make(0, 3)).restore_hosts(documents, 2)
     assert "ShardByJaxProcess(drop_remainder=True)" in str(caught.value)
 
 
@@ -204,7 +204,7 @@ def test_a_foreign_hole_the_sampler_cannot_read_is_refused(hole, why):
     _, states = helpers.save(ops, 2, 0, [4, 11])
     documents = {s: json.loads(state) for s, state in enumerate(states)}
     with iter(helpers.loader(ops, 0, 3, 0)) as iterator:
-        iterator._restore_hosts(documents, 2)
+        iterator.restore_hosts(documents, 2)
         document = json.loads(iterator.get_state())
     holes = document["grainlite_holes"]["workers"]["0"]["holes"]
     holes[0] = hole
@@ -233,4 +233,4 @@ def test_files_of_more_processes_than_records_are_refused():
     _, states = helpers.save(ops, 2, 0, [3, 3])
     documents = {s: json.loads(states[0]) for s in range(30)}
     with pytest.raises(GrainliteValueError, match="saved by 30 processes, more than the sampler's"):
-        iter(helpers.loader(ops, 0, 3, 0))._restore_hosts(documents, 30)
+        iter(helpers.loader(ops, 0, 3, 0)).restore_hosts(documents, 30)

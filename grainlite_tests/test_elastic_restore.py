@@ -101,7 +101,7 @@ def _three_phases(spec, layouts, steps):
             if hosts2 == hosts:
                 iterator.set_state(states[host])
             else:
-                iterator._restore_hosts(documents, hosts)
+                iterator.restore_hosts(documents, hosts)
             middle += [e for _, e in zip(range(1), iterator)]
             middle_states.append(iterator.get_state())
     after = [e for rest in resume(ops, middle_states, hosts3, workers3) for e in rest]
@@ -125,7 +125,7 @@ def test_a_state_with_holes_left_restores_exactly_into_the_same_layout(spec):
     ops = operations(spec, (2, False))
     _, states = save(ops, 3, 0, [2, 9, 5])
     with iter(helpers.loader(ops, 0, 2, 0)) as iterator:
-        iterator._restore_hosts({s: json.loads(state) for s, state in enumerate(states)}, 3)
+        iterator.restore_hosts({s: json.loads(state) for s, state in enumerate(states)}, 3)
         next(iterator)
         state = iterator.get_state()
         assert b"grainlite_holes" in state
@@ -183,7 +183,7 @@ def test_another_host_count_deals_the_holes_round_robin_then_reads_native_tails(
     rests = []
     for host in range(3):
         resumed = iter(_sequential(host, 3, 0))
-        resumed._restore_hosts(documents, 2)
+        resumed.restore_hosts(documents, 2)
         rests.append(list(resumed))
     assert rests == [[9, 12, 15, 18], [5, 10, 13, 16, 19], [7, 11, 14, 17]]
 
@@ -208,7 +208,7 @@ def test_a_state_of_another_data_source_is_refused_even_with_another_host_count(
     documents = {s: json.loads(state) for s, state in enumerate(states)}
     documents[1]["data_source"] = "RangeDataSource(start=0, stop=99, step=1)"
     with pytest.raises(CheckpointMismatchError, match=r"^DataSource in checkpoint does not match"):
-        iter(helpers.loader(ops, 0, 3, 0))._restore_hosts(documents, 2)
+        iter(helpers.loader(ops, 0, 3, 0)).restore_hosts(documents, 2)
 
 
 class _Unbatch(grain.FlatMapTransform):
@@ -250,7 +250,7 @@ class _Passthrough(grain.Operation):
 def test_a_pipeline_whose_remainder_cannot_be_split_is_refused_with_the_fix(ops, message):
     _, states = save(ops, 2, 0, [1, 1])
     with pytest.raises(GrainliteValueError) as caught:
-        iter(helpers.loader(ops, 0, 1, 0))._restore_hosts(
+        iter(helpers.loader(ops, 0, 1, 0)).restore_hosts(
             {s: json.loads(state) for s, state in enumerate(states)}, 2
         )
     assert str(caught.value) == message
@@ -296,7 +296,7 @@ def test_grain_reads_a_state_with_holes_left_and_resumes_the_native_tails():
     ops = operations(("filter",), None)
     _, states = save(ops, 3, 0, [4, 6, 2])
     with iter(helpers.loader(ops, 0, 2, 0)) as iterator:
-        iterator._restore_hosts({s: json.loads(state) for s, state in enumerate(states)}, 3)
+        iterator.restore_hosts({s: json.loads(state) for s, state in enumerate(states)}, 3)
         state = iterator.get_state()
     assert b"grainlite_holes" in state
     sampler = gp.IndexSampler(
@@ -348,7 +348,7 @@ def test_a_record_whose_error_was_delivered_is_not_read_again_after_a_resize():
     after = []
     for host in range(2):
         with iter(build(host, 2)) as iterator:
-            iterator._restore_hosts({0: json.loads(state)}, 1)
+            iterator.restore_hosts({0: json.loads(state)}, 1)
             after += [x for batch in iterator for x in batch.tolist()]  # no error again
     assert sorted(before + after) == [x for x in range(20) if x != 7]
 

@@ -57,12 +57,12 @@ def test_the_checkpoint_stores_the_index_the_reader_read_last(layout):
     codec = state_codec.Layout(workers, shard_index, shard_count, repr(sampler), "src", False)
     counts = [w + 2 for w in range(workers)]  # elements each worker has delivered
     position = state_codec.IteratorPosition(counts, 0, [False] * workers)
-    stored = json.loads(state_codec.encode(position, codec))["last_seen_indices"]
+    stored = json.loads(state_codec.dump(position, codec))["last_seen_indices"]
     for worker in range(workers):
         read = WorkerSlice.of(sampler, shard_index, shard_count, worker, workers)
         assert dataclasses.replace(codec.worker_slice(worker), end=read.end) == read
         assert stored[str(worker)] == read.index(counts[worker] - 1)
-    assert state_codec.decode(state_codec.encode(position, codec), codec).states == counts
+    assert state_codec.decode(state_codec.dump(position, codec), codec).states == counts
 
 
 def test_a_slice_with_holes_reads_them_right_before_its_native_tail():

@@ -172,7 +172,7 @@ def _restore_from_every_file(iterator: Any, directory: Any, saved: int) -> None:
     """Gives ``iterator`` its part of the remainder of the ``saved`` processes' states."""
     from grainlite.loader.state.codec import load
 
-    restore_hosts = getattr(iterator, "_restore_hosts", None)
+    restore_hosts = getattr(iterator, "restore_hosts", None)
     if restore_hosts is None:
         raise GrainliteTypeError(
             f"The checkpoint in {directory} was written by {saved} JAX process(es) and this run "

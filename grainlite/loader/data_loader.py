@@ -28,7 +28,6 @@ from grainlite.loader.state import codec as state_codec
 from grainlite.loader.state import elastic
 from grainlite.options import MultiprocessingOptions, ReadOptions
 from grainlite.sampling.sharding import ShardOptions
-from grainlite.sources.protocol import source_repr
 from grainlite.stats.counters import ParentCounters
 from grainlite.transforms.base import classify
 
@@ -113,14 +112,13 @@ class DataLoader:
             shard_count=shard.shard_count,
             read_options=read_options,
         )
-        self._layout = state_codec.Layout(
-            worker_count=worker_count,
-            shard_index=shard.shard_index,
-            shard_count=shard.shard_count,
-            sampler_repr=repr(sampler),
-            source_repr=source_repr(data_source),
-            flat_map=self._pipeline.has_flat_map,
-            sampler_length=len(sampler) if hasattr(sampler, "__len__") else None,
+        self._layout = state_codec.Layout.of(
+            worker_count,
+            sampler,
+            data_source,
+            self._pipeline.has_flat_map,
+            shard.shard_index,
+            shard.shard_count,
         )
         # A pipeline that cannot be pickled for the workers raises at the first next(), as in
         # Grain (the workers start there), not here.
@@ -261,7 +259,7 @@ class DataLoaderIterator(Iterator[Any]):
     def get_state(self) -> bytes:
         """The position after the last element returned, as Grain's checkpoint JSON."""
         position = self._stream.position() if self._stream is not None else self._position
-        return state_codec.encode(position, self._layout)
+        return state_codec.dump(position, self._layout)
 
     def set_state(self, state: bytes) -> None:
         """Moves this iterator to a saved position; the next element is the one after it.
@@ -274,9 +272,11 @@ class DataLoaderIterator(Iterator[Any]):
         """
         self._move_to(elastic.restore(state, self._layout, self._pipeline))
 
-    def _restore_hosts(self, documents: dict[int, Any], hosts: int) -> None:
-        """Moves to this host's part of what ``hosts`` hosts (their parsed states) left unread."""
-        self._move_to(elastic.remainder(documents, hosts, self._layout, self._pipeline))
+    def restore_hosts(self, documents: dict[int, Any], hosts: int) -> None:
+        """Moves to this host's part of what ``hosts`` hosts left unread: ``documents`` holds each
+        saving host's state (its file's parsed JSON) by host index. The Orbax handler calls it
+        when the JAX process count changed since the save."""
+        self._move_to(elastic.restore_hosts(documents, hosts, self._layout, self._pipeline))
 
     def _move_to(self, position: state_codec.IteratorPosition) -> None:
         self._position = position

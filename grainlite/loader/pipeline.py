@@ -4,8 +4,9 @@
 A failed element (a transform raised) takes its element's place and the stream goes on. Its state
 says "go on after it". When the failure overtook elements a Batch still holds, positions alone
 cannot say that (restarting after the failed record would lose the held elements, restarting
-before it would raise again), so the state becomes a :class:`Skipping`: the position of the last
-delivered element plus the failures to drop when they come again. Reading from there makes the
+before it would raise again), so the state becomes a
+:class:`~grainlite.loader.state.worker_state.WorkerState` with the position of the last delivered
+element plus the failures to drop when they come again. Reading from there makes the
 held elements again and drops those failures, so the stream is the same as if it had not stopped.
 Once an element from a later record is delivered, the state is a plain position again.
 """
@@ -23,7 +24,14 @@ from grainlite.engine.pipeline import PipelineBase
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.runs import MappedRuns
 from grainlite.loader.stages import Allocator, Held, Steps, build_chain, initial_state
-from grainlite.loader.state.worker_state import Plan, Resuming, armed_push, wrap
+from grainlite.loader.state.worker_state import (
+    Plan,
+    WorkerState,
+    armed_push,
+    position_of,
+    with_skipped,
+    wrap,
+)
 from grainlite.loader.striding import WorkerSlice
 from grainlite.options import ReadOptions
 from grainlite.stats.chain import ChainTimer, operation_names
@@ -32,36 +40,14 @@ from grainlite.stats.counters import ENABLED as STATS_ENABLED
 _NO_RNGS = itertools.repeat(None)
 
 
-@dataclass(frozen=True, slots=True)
-class Skipping:
-    """A position, and the failures to drop when they come again after reading from it.
-
-    Attributes:
-      state: the position of the last delivered element (an int or a FlatMap's nested tuple).
-      skipped: ``(position, state)`` of each failure already delivered in the place of an element
-        that a Batch held back: the worker position of the record it came from, and the failed
-        element's own state, which tells it from other failures of that record.
-    """
-
-    state: Any
-    skipped: tuple[tuple[int, Any], ...]
-
-
-def base_position(state: Any) -> int:
-    """The worker position reading resumes at for ``state`` (the innermost of nested states)."""
-    while state.__class__ is tuple:
-        state = state[0]
-    return int(state)
-
-
 def _with_skipped(state: Any, skipped: set[tuple[int, Any]]) -> Any:
     """``state`` with the failures of records not yet behind it (``skipped`` is pruned in place)."""
-    base = base_position(state)
+    base = position_of(state)
     for entry in [entry for entry in skipped if entry[0] < base]:
         skipped.discard(entry)
     if not skipped:
         return state
-    return Skipping(state, tuple(sorted(skipped, key=lambda entry: (entry[0], repr(entry[1])))))
+    return with_skipped(state, tuple(sorted(skipped, key=lambda entry: (entry[0], repr(entry[1])))))
 
 
 @dataclass(frozen=True)
@@ -175,8 +161,10 @@ class Pipeline(PipelineBase):
 
     def describe_position(self, worker: int, workers: int, state: Any) -> str:
         """The element a worker at ``state`` makes next, in words (for stall reports)."""
+        if state.__class__ is WorkerState and state.plan is not None:
+            return "the element after its last delivered one"  # holes still pending: say less
         try:
-            position = base_position(state.state if isinstance(state, Skipping) else state)
+            position = position_of(state)
             index = self.worker_slice(worker, workers).index(position)
             key = self.sampler[index].record_key
         except Exception:  # a state of another shape (holes still pending): say less
@@ -202,17 +190,15 @@ class Pipeline(PipelineBase):
         after the element that state was yielded with. An element may be a
         :class:`~grainlite.engine.failures.FailedElement`; the stream goes on after it. ``stats``
         (from :meth:`make_stats`) receives the read and per-operation counters. A
-        :class:`~grainlite.loader.state.worker_state.Resuming` start reads its holes before the
-        native tail.
+        :class:`~grainlite.loader.state.worker_state.WorkerState` start with a plan reads its
+        holes before the native tail.
         """
         plan: Plan | None = None
         worker_slice = self.worker_slice(worker, workers)
-        if start.__class__ is Resuming:
-            plan, start = start.plan, start.state
-            worker_slice = plan.slice(worker_slice)
         skipped: set[tuple[int, Any]] = set()
-        if isinstance(start, Skipping):
-            start, skipped = start.state, set(start.skipped)
+        if start.__class__ is WorkerState:
+            plan, skipped, worker_slice = start.plan, set(start.skipped), start.slice(worker_slice)
+            start = start.nested
         head, sink, base = build_chain(self.steps, start, allocate)
         timer = stats if stats is not None else self.make_stats()
         timer.attach(head, base)
@@ -248,7 +234,7 @@ class Pipeline(PipelineBase):
                     if entry in skipped:
                         continue  # delivered before the state this run started from
                     state = _final_state(state, entry, skipped, delivered)
-                delivered = state.state if state.__class__ is Skipping else state
+                delivered = state.nested if state.__class__ is WorkerState else state
                 if plan is not None:
                     state = wrap(plan, state)
                 yield element, state

@@ -14,7 +14,7 @@ Each ``push(data, rng, state)`` receives:
     element that passes a Batch holding earlier elements carries :class:`Held` around its state
     instead: those elements are not delivered yet, so no position after the failed one describes
     the stream (the pipeline then lists the failure as one to drop when it comes again, see
-    :class:`~grainlite.loader.pipeline.Skipping`).
+    :class:`~grainlite.loader.state.worker_state.WorkerState`).
 ``flush(state)`` ends the stream (a partial batch goes out) with the final state.
 """
 

@@ -19,7 +19,6 @@ from grainlite.loader.stages import Steps, initial_state
 from grainlite.loader.state import codec as state_codec
 from grainlite.options import ReadOptions
 from grainlite.sampling.sharding import NoSharding, ShardOptions
-from grainlite.sources.protocol import source_repr
 from grainlite.torch.epochs import (
     DATA_DEPENDENT,
     USES_RNG,
@@ -138,16 +137,14 @@ class Plan:
         else:
             read, next_worker = [0] * workers, 0
         states = [initial_state(steps, first + r) for r in read]
-        layout = state_codec.Layout(
-            worker_count=self.settings.worker_count,
-            shard_index=0,
-            shard_count=1,
-            sampler_repr=repr(sampler),
-            source_repr=source_repr(self.settings.data_source),
-            flat_map=any(kind == "flat_map" for kind, _ in steps),
+        layout = state_codec.Layout.of(
+            self.settings.worker_count,
+            sampler,
+            self.settings.data_source,
+            any(kind == "flat_map" for kind, _ in steps),
         )
         position = state_codec.IteratorPosition(states, next_worker, [False] * workers)
-        return state_codec.encode(position, layout)
+        return state_codec.dump(position, layout)
 
 
 class EpochsIterator(DataLoaderIterator):

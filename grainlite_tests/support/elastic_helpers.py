@@ -133,7 +133,7 @@ def resume(
                 iterator.set_state(states[host])
             else:
                 documents = {s: json.loads(state) for s, state in enumerate(states)}
-                iterator._restore_hosts(documents, len(states))
+                iterator.restore_hosts(documents, len(states))
             rests.append(list(iterator))
     return rests
 

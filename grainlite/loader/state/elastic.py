@@ -38,12 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from grainlite.errors import CheckpointMismatchError, GrainliteValueError, shown
+from grainlite.errors import CheckpointMismatchError, GrainliteValueError
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.stages import build_chain, initial_state
 from grainlite.loader.state import codec, resharding
 from grainlite.loader.state import holes_field as pending_field
-from grainlite.loader.state.worker_state import Plan, Resuming, innermost, takens_of
+from grainlite.loader.state.codec import SavedState
+from grainlite.loader.state.worker_state import Plan, WorkerState, bad, position_of, takens_of
 from grainlite.loader.striding import WorkerSlice
 from grainlite.options import ReadOptions
 
@@ -60,43 +61,8 @@ class _OldStream:
     @property
     def tail_index(self) -> int:
         """The first native index it had not read (its holes come before it)."""
-        tail = self.slice.tail_start if self.slice.head else innermost(self.start)
+        tail = self.slice.tail_start if self.slice.head else position_of(self.start)
         return self.slice.first + self.slice.stride * tail
-
-
-def worker_count_of(document: Any, flat_map: bool) -> int | None:
-    """The worker count a state was saved with, or None if the document does not say."""
-    if not isinstance(document, dict):
-        return None
-    if not flat_map:
-        count = document.get("worker_count")
-        if not isinstance(count, int) or isinstance(count, bool):
-            return None
-        seen = document.get("last_seen_indices")
-        if isinstance(seen, dict) and len(seen) != max(count, 1):
-            # The state lists one position per worker; a count that disagrees is damage, and
-            # believing it would size the restore by an arbitrary number.
-            raise codec._bad(
-                f"worker_count is {shown(count)} but last_seen_indices has {len(seen)} "
-                f"entries; they must agree"
-            )
-        return count
-    if "iterators_in_use_states" in document:
-        states = document["iterators_in_use_states"]
-        return len(states) if isinstance(states, list) else None
-    return 0 if "parent" in document or "next_index" in document else None
-
-
-def same_layout(document: Any, layout: codec.Layout) -> bool:
-    """True when ``document`` belongs to this host's layout (then restore is exact)."""
-    count = worker_count_of(document, layout.flat_map)
-    if count is None or count == layout.worker_count:
-        field_ = document.get(pending_field.FIELD) if isinstance(document, dict) else None
-        if field_ is None:
-            return True
-        where = (layout.shard_index, layout.shard_count, layout.worker_count)
-        return pending_field.layout_of(field_) == where
-    return False
 
 
 def check_resizable(pipeline: Any) -> None:
@@ -120,46 +86,36 @@ def check_resizable(pipeline: Any) -> None:
 
 
 def _old_streams(
-    document: Any, host: int, hosts: int, layout: codec.Layout, pipeline: Any
+    entry: SavedState | Any, host: int, hosts: int, layout: codec.Layout, pipeline: Any
 ) -> list[_OldStream]:
-    """The streams host ``host`` of ``hosts`` ran, from its saved state."""
+    """The streams host ``host`` of ``hosts`` ran, from its saved state (read here if ``entry``
+    is still the parsed JSON of another host's file)."""
     levels = pipeline.flat_maps
-    count = worker_count_of(document, layout.flat_map)
+    saved = entry if isinstance(entry, SavedState) else codec.read(entry, layout.flat_map)
+    count = saved.worker_count
     if count is None or count < 0:
-        raise codec._bad(
+        raise bad(
             "it is not a DataLoader state of this pipeline "
             + ("(with a FlatMapTransform)" if layout.flat_map else "(without a FlatMapTransform)")
         )
-    old = codec.Layout(
-        count,
-        host,
-        hosts,
-        layout.sampler_repr,
-        layout.source_repr,
-        layout.flat_map,
-        layout.sampler_length,
-    )
-    field_ = document.get(pending_field.FIELD)
-    if field_ is not None and pending_field.layout_of(field_) != (host, hosts, count):
-        raise codec._bad(
+    old = layout.saved_as(count, host, hosts)
+    if saved.holes is not None and saved.holes.where != old.where:
+        raise bad(
             f"{pending_field.FIELD} was written for (shard_index, shard_count, worker_count) "
-            f"{pending_field.layout_of(field_)}, the file is host {host} of {hosts} with {count} "
-            f"workers"
+            f"{saved.holes.where}, the file is host {host} of {hosts} with {count} workers"
         )
     # Validates every field, and refuses another sampler or data source (not the worker count:
     # ``old`` has the saved one).
-    position = codec.decode_document(document, old, levels, getattr(pipeline, "fan_outs", ()))
+    position = codec.worker_states(saved, old, levels, getattr(pipeline, "fan_outs", ()))
     resharding.check_holes(position, pipeline.sampler)
     end = len(pipeline.sampler) if hasattr(pipeline.sampler, "__len__") else None
     streams = []
     for w, state in enumerate(position.states):
         native = WorkerSlice.striding(host, hosts, w, old.workers, end)
-        stream = _OldStream(native, state)
-        if state.__class__ is Resuming:
-            stream.slice = state.plan.slice(native)
+        stream = _OldStream(state.slice(native), state.nested)
+        if state.plan is not None:
             stream.skips = {stream.slice.index(p): s for p, s in state.plan.skips}
-            stream.start = state.state
-        if stream.start.__class__ is codec.Skipping:
+        if state.skipped:
             if levels:
                 raise GrainliteValueError(
                     "This checkpoint was saved with another worker or host count right after a "
@@ -167,8 +123,7 @@ def _old_streams(
                     "FlatMapTransform; its remainder cannot be split. Restore with the layout "
                     "it was saved with and save again after the next batch."
                 )
-            stream.drops = {stream.slice.index(p) for p, _ in stream.start.skipped}
-            stream.start = stream.start.state
+            stream.drops = {stream.slice.index(p) for p, _ in state.skipped}
         streams.append(stream)
     return streams
 
@@ -215,13 +170,14 @@ def _resolve_cursor(stream: _OldStream, pipeline: Any) -> dict[int, tuple[int, .
 
 
 def remainder(
-    documents: dict[int, Any], hosts: int, layout: codec.Layout, pipeline: Any
+    documents: dict[int, SavedState | Any], hosts: int, layout: codec.Layout, pipeline: Any
 ) -> codec.IteratorPosition:
     """This host's new position: its part of what the saved layout had not delivered.
 
     Args:
-      documents: the saved state (parsed JSON) of each old host, by host index; with the same
-        host count, only this host's.
+      documents: the saved state of each old host, by host index (a :class:`SavedState`, or the
+        parsed JSON of its file, read when its turn comes); with the same host count, only this
+        host's.
       hosts: the old host count.
       layout: this loader's layout.
       pipeline: this loader's pipeline (its sampler, source and operations).
@@ -289,7 +245,7 @@ def undelivered(
     """
     holes: dict[int, tuple[int, ...] | None] = {}
     for stream in streams:
-        position = innermost(stream.start)
+        position = position_of(stream.start)
         stop = stream.slice.positions()
         while stop is None or position < stop:
             index = stream.slice.index(position)
@@ -298,7 +254,7 @@ def undelivered(
             if (end is None or index < end) and index not in stream.drops:
                 holes[index if code is None else code(index)] = stream.skips.get(index)
                 if len(holes) > pending_field.MAX_HOLES:
-                    raise codec._bad(
+                    raise bad(
                         f"its workers stand more than {pending_field.MAX_HOLES} records "
                         f"apart{furthest}, which no DataLoader run leaves"
                     )
@@ -340,27 +296,40 @@ def _deal(
             continue
         skips = tuple((start + p, skip) for p, (_, skip) in enumerate(own) if skip is not None)
         plan = Plan(tuple(i for i, _ in own), start, skips)
-        states.append(Resuming(plan, initial_state(pipeline.steps, start)))
+        states.append(WorkerState(start, takens_of(initial_state(pipeline.steps, start)), plan))
     # Reading starts at the worker with the smallest first index: a 1:1 pipeline on one host then
     # delivers the remainder in index order, as Grain delivers a fresh run.
     first_worker = firsts.index(min(firsts)) if layout.worker_count else 0
     return codec.IteratorPosition(states, first_worker, [False] * workers)
 
 
-def restore(state: bytes | str, layout: codec.Layout, pipeline: Any) -> codec.IteratorPosition:
-    """The position for ``set_state(state)``: exact with the same layout, elastic otherwise."""
-    document = codec.load(state)
-    if same_layout(document, layout):
+def place(saved: SavedState, layout: codec.Layout, pipeline: Any) -> codec.IteratorPosition:
+    """The position a saved state gives this loader: exact with the same layout, elastic
+    otherwise (this host's part of what the saved layout had not delivered)."""
+    if saved.matches(layout):
         fan_outs = getattr(pipeline, "fan_outs", ())
-        position = codec.decode_document(document, layout, pipeline.flat_maps, fan_outs)
+        position = codec.worker_states(saved, layout, pipeline.flat_maps, fan_outs)
         resharding.check_holes(position, pipeline.sampler)
-        return position
-    field_ = document.get(pending_field.FIELD)
-    if field_ is not None and pending_field.layout_of(field_)[1] != layout.shard_count:
+        return codec.compacted(position)
+    if saved.holes is not None and saved.holes.where[1] != layout.shard_count:
+        host, hosts, _ = saved.holes.where
         raise CheckpointMismatchError(
-            f"This state holds the holes of host {pending_field.layout_of(field_)[0]} of "
-            f"{pending_field.layout_of(field_)[1]}, this loader is host {layout.shard_index} of "
-            f"{layout.shard_count}. Restore a checkpoint saved with another host count through "
-            f"grain.checkpoint.CheckpointRestore, which reads every host's file."
+            f"This state holds the holes of host {host} of {hosts}, this loader is host "
+            f"{layout.shard_index} of {layout.shard_count}. Restore a checkpoint saved with "
+            f"another host count through grain.checkpoint.CheckpointRestore, which reads every "
+            f"host's file."
         )
-    return remainder({layout.shard_index: document}, layout.shard_count, layout, pipeline)
+    return remainder({layout.shard_index: saved}, layout.shard_count, layout, pipeline)
+
+
+def restore(state: bytes | str, layout: codec.Layout, pipeline: Any) -> codec.IteratorPosition:
+    """The position for ``set_state(state)``: the state parsed once, then placed."""
+    return place(codec.parse(state, layout.flat_map), layout, pipeline)
+
+
+def restore_hosts(
+    documents: dict[int, Any], hosts: int, layout: codec.Layout, pipeline: Any
+) -> codec.IteratorPosition:
+    """The position for a restore from the files of ``hosts`` saving hosts (their parsed JSON,
+    by host index): this host's part of what they had not delivered."""
+    return remainder(documents, hosts, layout, pipeline)

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from grainlite.errors import GrainliteValueError, shown
-from grainlite.loader.state.worker_state import Plan, Resuming, innermost, nest, takens_of
+from grainlite.errors import shown
+from grainlite.loader.state.worker_state import Plan, WorkerState, bad
 
 FIELD = "grainlite_holes"
 # A hole list longer than this is not a state this library wrote (holes are at most a few per
@@ -41,14 +41,6 @@ class Pending:
     holes: tuple[int, ...]
     skips: dict[int, tuple[int, ...]]  # index -> outputs to drop per FlatMap level
     cursor: tuple[int, ...]
-
-
-def bad(what: str) -> GrainliteValueError:
-    """The error for a malformed field."""
-    return GrainliteValueError(
-        f"Invalid iterator state: {what}. Pass the bytes returned by get_state() of a loader "
-        f"with the same settings."
-    )
 
 
 def _int(value: Any, where: str, low: int = 0) -> int:
@@ -78,82 +70,78 @@ def to_json(layout: tuple[int, int, int], workers: dict[int, Pending]) -> dict[s
     }
 
 
-def layout_of(field: Any) -> tuple[int, int, int]:
-    """``(shard_index, shard_count, worker_count)`` the field was written for."""
-    if not isinstance(field, dict):
-        raise bad(f"{FIELD} must be a JSON object, got {shown(field)}")
-    count = _int(field.get("shard_count"), "shard_count", 1)
-    index = _int(field.get("shard_index"), "shard_index")
-    if index >= count:
-        raise bad(f"{FIELD}: shard_index {index} is not below shard_count {count}")
-    return index, count, _int(field.get("worker_count"), "worker_count")
+@dataclass(frozen=True)
+class HolesField:
+    """The field as read from a state: the layout it was written for, checked, and its workers
+    (parsed by :meth:`workers`, once the loader's worker count is known)."""
+
+    where: tuple[int, int, int]  # (shard_index, shard_count, worker_count)
+    raw: dict[str, Any]
+
+    @staticmethod
+    def read(field: Any) -> HolesField:
+        """Checks the layout the field names; raises the state error if it is malformed."""
+        if not isinstance(field, dict):
+            raise bad(f"{FIELD} must be a JSON object, got {shown(field)}")
+        count = _int(field.get("shard_count"), "shard_count", 1)
+        index = _int(field.get("shard_index"), "shard_index")
+        if index >= count:
+            raise bad(f"{FIELD}: shard_index {index} is not below shard_count {count}")
+        return HolesField((index, count, _int(field.get("worker_count"), "worker_count")), field)
+
+    def workers(self, streams: int, levels: int) -> dict[int, Pending]:
+        """Each worker's holes, for a layout with ``streams`` workers and ``levels`` FlatMaps."""
+        raw = self.raw.get("workers")
+        if not isinstance(raw, dict):
+            raise bad(f"{FIELD}: workers must be a JSON object, got {shown(raw)}")
+        total = 0
+        result = {}
+        for key, value in raw.items():
+            if not key.isdigit() or int(key) >= streams:
+                raise bad(f"{FIELD}: worker {shown(key)} is not one of the {streams} workers")
+            if not isinstance(value, dict) or set(value) != {"holes", "cursor"}:
+                raise bad(
+                    f"{FIELD}: worker {key} must have exactly holes and cursor, got {shown(value)}"
+                )
+            holes_raw = value["holes"]
+            if not isinstance(holes_raw, list) or not holes_raw:
+                raise bad(f"{FIELD}: worker {key}'s holes must be a non-empty list")
+            total += len(holes_raw)
+            if total > MAX_HOLES:
+                raise bad(f"{FIELD} lists more than {MAX_HOLES} holes")
+            holes, skips = [], {}
+            for item in holes_raw:
+                if isinstance(item, list):
+                    if len(item) != 2:
+                        raise bad(
+                            f"{FIELD}: a hole with skips is [index, skips], got {shown(item)}"
+                        )
+                    index = _int(item[0], "a hole index", _LOWEST)
+                    skips[index] = _skips(item[1], levels, f"hole {index}'s skips")
+                else:
+                    index = _int(item, "a hole index", _LOWEST)
+                holes.append(index)
+            if len(set(holes)) != len(holes):
+                raise bad(f"{FIELD}: worker {key} lists a hole twice")
+            cursor = _skips(value["cursor"], levels, f"worker {key}'s cursor")
+            result[int(key)] = Pending(tuple(holes), skips, cursor)
+        return result
 
 
-def from_json(field: Any, streams: int, levels: int) -> dict[int, Pending]:
-    """Parses the field for a layout with ``streams`` workers and ``levels`` FlatMaps."""
-    layout_of(field)
-    raw = field.get("workers")
-    if not isinstance(raw, dict):
-        raise bad(f"{FIELD}: workers must be a JSON object, got {shown(raw)}")
-    total = 0
-    result = {}
-    for key, value in raw.items():
-        if not key.isdigit() or int(key) >= streams:
-            raise bad(f"{FIELD}: worker {shown(key)} is not one of the {streams} workers")
-        if not isinstance(value, dict) or set(value) != {"holes", "cursor"}:
-            raise bad(
-                f"{FIELD}: worker {key} must have exactly holes and cursor, got {shown(value)}"
-            )
-        holes_raw = value["holes"]
-        if not isinstance(holes_raw, list) or not holes_raw:
-            raise bad(f"{FIELD}: worker {key}'s holes must be a non-empty list")
-        total += len(holes_raw)
-        if total > MAX_HOLES:
-            raise bad(f"{FIELD} lists more than {MAX_HOLES} holes")
-        holes, skips = [], {}
-        for item in holes_raw:
-            if isinstance(item, list):
-                if len(item) != 2:
-                    raise bad(f"{FIELD}: a hole with skips is [index, skips], got {shown(item)}")
-                index = _int(item[0], "a hole index", _LOWEST)
-                skips[index] = _skips(item[1], levels, f"hole {index}'s skips")
-            else:
-                index = _int(item, "a hole index", _LOWEST)
-            holes.append(index)
-        if len(set(holes)) != len(holes):
-            raise bad(f"{FIELD}: worker {key} lists a hole twice")
-        cursor = _skips(value["cursor"], levels, f"worker {key}'s cursor")
-        result[int(key)] = Pending(tuple(holes), skips, cursor)
-    return result
-
-
-def pending_of(state: Resuming) -> Pending:
+def pending_of(state: WorkerState) -> Pending:
     """What a worker with holes left writes: the holes from its position on, and its cursor."""
     plan = state.plan
-    base = innermost(state.state)
+    assert plan is not None
+    base = state.position
     skips = {plan.head[p - plan.head_start]: s for p, s in plan.skips if p >= base}
-    return Pending(plan.head[base - plan.head_start :], skips, takens_of(state.state))
+    return Pending(plan.head[base - plan.head_start :], skips, state.takens)
 
 
-def add_pending(
-    document: dict[str, Any], states: list[Any], where: tuple[int, int, int], levels: int
-) -> None:
-    """Turns the states of the workers with holes left into :class:`Resuming` states.
-
-    ``states`` are the workers' native states from Grain's fields (where each tail starts);
-    ``where`` is this loader's ``(shard_index, shard_count, worker_count)``.
-    """
-    if FIELD not in document:
-        return
-    field = document[FIELD]
-    if layout_of(field) != where:
-        raise bad(
-            f"{FIELD} was written for (shard_index, shard_count, worker_count) "
-            f"{layout_of(field)}, this loader is {where}"
-        )
-    for w, pending in from_json(field, len(states), levels).items():
-        start = innermost(states[w]) - len(pending.holes)
-        skips = tuple(
-            (start + p, pending.skips[i]) for p, i in enumerate(pending.holes) if i in pending.skips
-        )
-        states[w] = Resuming(Plan(pending.holes, start, skips), nest(pending.cursor, start))
+def resuming(native: WorkerState, pending: Pending) -> WorkerState:
+    """The state of a worker with holes left, from its native state in Grain's fields (where its
+    tail starts) and its entry in the field."""
+    start = native.position - len(pending.holes)
+    skips = tuple(
+        (start + p, pending.skips[i]) for p, i in enumerate(pending.holes) if i in pending.skips
+    )
+    return WorkerState(start, pending.cursor, Plan(pending.holes, start, skips))

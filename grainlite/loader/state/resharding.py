@@ -38,7 +38,8 @@ from typing import Any
 from grainlite.errors import CheckpointMismatchError
 from grainlite.loader.state import codec
 from grainlite.loader.state import holes_field as pending_field
-from grainlite.loader.state.worker_state import Resuming, innermost
+from grainlite.loader.state.codec import SavedState
+from grainlite.loader.state.worker_state import bad, position_of
 from grainlite.sampling import foreign
 from grainlite.sampling.samplers import IndexSampler
 from grainlite.sampling.sharding import NoSharding
@@ -105,24 +106,25 @@ def check_sampler(document: Any, host: int, hosts: int, sampler: IndexSampler) -
 
 
 def check_holes(position: codec.IteratorPosition, sampler: Any) -> None:
-    """Refuses a restored position whose holes name records of another layout (negative indices)
-    that ``sampler`` cannot read."""
+    """Refuses a restored position (its states typed, see
+    :func:`~grainlite.loader.state.codec.worker_states`) whose holes name records of another
+    layout (negative indices) that ``sampler`` cannot read."""
     problem = getattr(sampler, "foreign_problem", None)
     options = getattr(sampler, "_shard_options", None)
     readable = problem is not None and getattr(options, "drop_remainder", False)
     for state in position.states:
-        if state.__class__ is not Resuming:
+        if state.plan is None:
             continue
         for code in state.plan.head:
             if code >= 0:
                 continue
             if problem is None or not readable:  # only a sampler-sharded IndexSampler writes one
-                raise pending_field.bad(
+                raise bad(
                     f"{pending_field.FIELD}: a hole index must be an integer >= 0, got {code}"
                 )
             why = problem(code)
             if why is not None:
-                raise codec._bad(f"{pending_field.FIELD} holds the hole {why}")
+                raise bad(f"{pending_field.FIELD} holds the hole {why}")
 
 
 def _epoch(code: int, num_records: int) -> tuple[int, int, int, int]:
@@ -133,9 +135,10 @@ def _epoch(code: int, num_records: int) -> tuple[int, int, int, int]:
 
 
 def remainder(
-    documents: dict[int, Any], hosts: int, layout: codec.Layout, pipeline: Any
+    documents: dict[int, SavedState | Any], hosts: int, layout: codec.Layout, pipeline: Any
 ) -> codec.IteratorPosition:
-    """This host's new position from the states of all ``hosts`` old hosts (the module's rule)."""
+    """This host's new position from the states of all ``hosts`` old hosts (the module's rule);
+    ``documents`` as :func:`grainlite.loader.state.elastic.remainder` takes them."""
     from grainlite.loader.state import elastic  # elastic imports this module: imported when used
 
     sampler: IndexSampler = pipeline.sampler
@@ -150,12 +153,13 @@ def remainder(
         )
     n = sampler._num_records
     if hosts > n:
-        raise codec._bad(
+        raise bad(
             f"it was saved by {hosts} processes, more than the sampler's {n} records, which no "
             f"IndexSampler allows"
         )
     streams = []
-    for host, document in sorted(documents.items()):
+    for host, entry in sorted(documents.items()):
+        document = entry.document if isinstance(entry, SavedState) else entry
         check_sampler(document, host, hosts, sampler)
         old_sampler = sampler.resharded(host, hosts)
         old_pipeline = dataclasses.replace(
@@ -168,7 +172,7 @@ def remainder(
             sampler_repr=document.get("sampler", repr(old_sampler)),
             sampler_length=len(old_sampler),
         )
-        host_streams = elastic._old_streams(document, host, hosts, old_layout, old_pipeline)
+        host_streams = elastic._old_streams(entry, host, hosts, old_layout, old_pipeline)
         elastic.resolve_cursors(host_streams, old_pipeline)
         streams += host_streams
     per_host = n // hosts
@@ -178,7 +182,7 @@ def remainder(
 
     last = -1  # rule 1: E
     for stream in streams:
-        position = innermost(stream.start)
+        position = position_of(stream.start)
         if position - 1 >= stream.slice.tail_start:  # its last native read
             last = max(last, epoch_of(stream.slice.index(position - 1)))
         # Everything before its tail was read or is a hole: after an earlier resize, the tail

@@ -1,16 +1,31 @@
-"""A worker's stream after an elastic restore: its holes first, then its native tail.
+"""One worker's state: its position, and what it carries after a restore or a failure.
 
-After a restore into another layout (see :mod:`grainlite.loader.state.elastic`) a worker owns a list
-of "holes": sampler indices the old layout had not delivered, below the point from which every
-index is undelivered. It reads them first, in the order given, then goes on with its native
-indices (those it would read in a fresh run) from that point on. A hole may carry a FlatMap
-"skip" (outputs of that record delivered before the save): the FlatMapTransform at each level
-drops that many outputs of the record.
+A worker's position is what its stages write after each element (see
+:mod:`grainlite.loader.stages`): an ``int`` (sampler positions consumed in its slice) or, below
+FlatMapTransforms, Grain's nested tuple ``((...(n, t1), ...), tk)``. That bare form costs nothing
+per element, and it is the state of almost every element. A worker that carries more is a
+:class:`WorkerState`, the one typed form of a worker's state: its innermost position, the FlatMap
+outputs taken, its :class:`Plan` of holes (after an elastic restore) and the failures to drop
+(after a failure overtook elements a Batch held). The checkpoint codec and the elastic restore
+read and write only :class:`WorkerState`; :meth:`WorkerState.of` gives it for any state and
+:meth:`WorkerState.compact` the bare form again where nothing more is carried.
 
-The worker's state is a :class:`Resuming` (the :class:`Plan` plus the ordinary position) until
-every hole is read; from then on it is an ordinary position, so the checkpoint is plain Grain v2
-again. Holes take the positions right before the first native position read (see
-:class:`~grainlite.loader.striding.WorkerSlice`), which is what makes that hand-over free.
+**Holes.** After a restore into another layout (see :mod:`grainlite.loader.state.elastic`) a worker
+owns a list of "holes": sampler indices the old layout had not delivered, below the point from
+which every index is undelivered. It reads them first, in the order given, then goes on with its
+native indices (those it would read in a fresh run) from that point on. A hole may carry a
+FlatMap "skip" (outputs of that record delivered before the save): the FlatMapTransform at each
+level drops that many outputs of the record. Once every hole is read the state is an ordinary
+position again, so the checkpoint is plain Grain v2 again. Holes take the positions right before
+the first native position read (see :class:`~grainlite.loader.striding.WorkerSlice`), which is
+what makes that hand-over free.
+
+**Failures to drop.** A failed element takes its element's place and its state says "go on after
+it". When the failure overtook elements a Batch still holds, positions alone cannot say that, so
+the state keeps the position of the last delivered element plus the failures to drop when they
+come again (see :mod:`grainlite.loader.pipeline`).
+
+A leaf of the state package: it imports no pipeline, stage or codec.
 """
 
 from __future__ import annotations
@@ -19,7 +34,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.errors import GrainliteValueError
 from grainlite.loader.striding import WorkerSlice
+
+
+def bad(what: str) -> GrainliteValueError:
+    """The error for a DataLoader state this package cannot read: ``what`` is wrong with it."""
+    return GrainliteValueError(
+        f"Invalid iterator state: {what}. Pass the bytes returned by get_state() of a loader "
+        f"with the same settings."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,17 +72,10 @@ class Plan:
         return WorkerSlice(native.first, native.stride, native.end, self.head, self.head_start)
 
 
-@dataclass(frozen=True, slots=True)
-class Resuming:
-    """The state of a worker that still has holes to read: its plan and its position."""
-
-    plan: Plan
-    state: Any
-
-
-def innermost(state: Any) -> int:
-    """The position reading resumes at, for a position, a nested FlatMap state or a Skipping."""
-    state = getattr(state, "state", state)  # a Skipping's position
+def position_of(state: Any) -> int:
+    """The position reading resumes at (the innermost of a nested state) for any worker state."""
+    if state.__class__ is WorkerState:
+        return state.position
     while state.__class__ is tuple:
         state = state[0]
     return int(state)
@@ -73,8 +90,9 @@ def nest(takens: tuple[int, ...] | list[int], base: int) -> Any:
 
 
 def takens_of(state: Any) -> tuple[int, ...]:
-    """The FlatMap output counts of a nested state, innermost first (empty for a position)."""
-    state = getattr(state, "state", state)  # a Skipping's position
+    """The FlatMap output counts of a worker state, innermost first (empty for a position)."""
+    if state.__class__ is WorkerState:
+        return state.takens
     out: list[int] = []
     while state.__class__ is tuple:
         state, taken = state
@@ -82,11 +100,59 @@ def takens_of(state: Any) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerState:
+    """One worker's state, typed (see the module doc).
+
+    Attributes:
+      position: the worker position reading resumes at (the innermost level of a nested state).
+      takens: per FlatMap level, innermost first, the outputs already taken from the input that
+        level reads; empty without a FlatMapTransform.
+      plan: the holes still to read after an elastic restore, or None.
+      skipped: ``(position, state)`` of each failure already delivered in the place of an element
+        that a Batch held back: the worker position of the record it came from (in the slice the
+        plan reads, if any), and the failed element's own state, which tells it from other
+        failures of that record.
+    """
+
+    position: int
+    takens: tuple[int, ...] = ()
+    plan: Plan | None = None
+    skipped: tuple[tuple[int, Any], ...] = ()
+
+    @staticmethod
+    def of(state: Any) -> WorkerState:
+        """The typed form of any worker state (a bare position or a WorkerState)."""
+        if state.__class__ is WorkerState:
+            return state  # type: ignore[no-any-return]
+        return WorkerState(position_of(state), takens_of(state))
+
+    @property
+    def nested(self) -> Any:
+        """The position as the stages write it: an int, or Grain's nested FlatMap tuple."""
+        return nest(self.takens, self.position)
+
+    def compact(self) -> Any:
+        """This state as a worker carries it: the bare position when nothing more is carried."""
+        return self.nested if self.plan is None and not self.skipped else self
+
+    def slice(self, native: WorkerSlice) -> WorkerSlice:
+        """What this worker reads: ``native``, with the plan's holes first if there are any."""
+        return native if self.plan is None else self.plan.slice(native)
+
+
 def wrap(plan: Plan | None, state: Any) -> Any:
-    """``state`` as the worker reports it: a :class:`Resuming` while holes remain."""
-    if plan is None or innermost(state) >= plan.tail_start:
+    """``state`` as the worker reports it: with ``plan`` while holes remain."""
+    if plan is None or position_of(state) >= plan.tail_start:
         return state
-    return Resuming(plan, state)
+    if state.__class__ is WorkerState:
+        return WorkerState(state.position, state.takens, plan, state.skipped)
+    return WorkerState(position_of(state), takens_of(state), plan)
+
+
+def with_skipped(state: Any, skipped: tuple[tuple[int, Any], ...]) -> Any:
+    """``state`` (a bare position) carrying the failures ``skipped`` to drop."""
+    return WorkerState(position_of(state), takens_of(state), None, skipped)
 
 
 def armed_push(
