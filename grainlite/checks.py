@@ -1,4 +1,5 @@
-"""The one check of int options: what counts as an int, and the two errors a bad one gets.
+"""The one check of int options (what counts as an int, and the two errors a bad one gets), and
+the one builder of the error for a state that cannot be restored (:func:`invalid_state`).
 
 Every option that takes a count (``worker_count``, ``num_threads``, ``num_epochs``...) is checked
 by :func:`int_option`, so all of them accept the same things: a Python or numpy integer (not a
@@ -13,8 +14,11 @@ A leaf module: it imports nothing of grainlite but its errors, so every layer ma
 from __future__ import annotations
 
 import numbers
+from typing import TypeVar
 
-from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
+from grainlite.errors import GrainliteError, GrainliteTypeError, GrainliteValueError, shown
+
+_Error = TypeVar("_Error", bound=GrainliteError)
 
 
 def is_int(value: object) -> bool:
@@ -56,3 +60,23 @@ def int_option(
 def template_filled(template: str, value: object) -> str:
     """``template`` with ``{value}`` (``shown(value)``) and ``{type}`` (its type's name)."""
     return template.format(value=shown(value), type=type(value).__name__)
+
+
+def invalid_state(
+    what: str,
+    fix: str,
+    *,
+    subject: str | None = "Invalid iterator state",
+    error: type[_Error] = GrainliteValueError,  # type: ignore[assignment]
+) -> _Error:
+    """The error for a checkpoint or iterator state that cannot be restored.
+
+    The message is ``"{subject}: {what}. {fix}"`` (without a subject: ``"{what}; {fix}"``), so
+    every state error says what is wrong and what to pass instead. ``what`` quotes the bad
+    value through :func:`grainlite.errors.shown` (at most ~200 characters: a state may hold
+    megabytes); ``error`` is the class raised (a ValueError unless the caller matches Grain's
+    TypeError or IndexError there).
+    """
+    if subject is None:
+        return error(f"{what}; {fix}")
+    return error(f"{subject}: {what}. {fix}")

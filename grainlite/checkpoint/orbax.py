@@ -26,6 +26,7 @@ import stat
 from typing import Any
 
 from grainlite._optional import require
+from grainlite.checks import invalid_state
 from grainlite.dataset.base import DatasetIterator
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateNotJSONError
 from grainlite.loader.state.codec import MAX_STATE_BYTES
@@ -101,27 +102,22 @@ def decode_dataset_state(raw: bytes) -> dict[str, Any]:
       GrainliteValueError: the file is not UTF-8 text, or its JSON is not an object.
     """
     fix = "Restore a step written by CheckpointSave of a dataset iterator (grainlite or Grain)."
+    subject = "Invalid dataset iterator state"
     try:
         text = raw.decode()
     except UnicodeDecodeError as error:
-        raise GrainliteValueError(
-            f"Invalid dataset iterator state: it is not UTF-8 text ({error}). {fix}"
-        ) from None
+        raise invalid_state(f"it is not UTF-8 text ({error})", fix, subject=subject) from None
     try:
         state = json.loads(text)
     except json.JSONDecodeError as error:
-        message = f"Invalid dataset iterator state: it is not valid JSON ({error}). {fix}"
+        message = str(invalid_state(f"it is not valid JSON ({error})", fix, subject=subject))
         raise StateNotJSONError(message, error) from None
     except (RecursionError, ValueError) as error:  # thousands of levels deep; huge integers
         reason = "it nests thousands of levels deep" if isinstance(error, RecursionError) else error
-        raise GrainliteValueError(
-            f"Invalid dataset iterator state: it cannot be read ({reason}). {fix}"
-        ) from None
+        raise invalid_state(f"it cannot be read ({reason})", fix, subject=subject) from None
     if not isinstance(state, dict):
-        raise GrainliteValueError(
-            f"Invalid dataset iterator state: expected a JSON object, got "
-            f"{type(state).__name__} {text[:60]!r}. {fix}"
-        )
+        what = f"expected a JSON object, got {type(state).__name__} {text[:60]!r}"
+        raise invalid_state(what, fix, subject=subject)
     return state
 
 

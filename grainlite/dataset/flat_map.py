@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.checks import int_option, is_int
+from grainlite.checks import int_option, invalid_state, is_int
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.sources import as_index
 from grainlite.dataset.transforms import parent_getitems
@@ -230,7 +230,9 @@ class FlatMapDatasetIterator(DatasetIterator):
 
 
 def _bad_buffer_index(what: str) -> GrainliteValueError:
-    return GrainliteValueError(
-        f"Invalid FlatMap iterator state: next_index_in_buffer {what}. Pass a state returned by "
-        "get_state() of an iterator over the same pipeline (its flat_map must be deterministic)."
+    return invalid_state(
+        f"next_index_in_buffer {what}",
+        "Pass a state returned by get_state() of an iterator over the same pipeline (its "
+        "flat_map must be deterministic).",
+        subject="Invalid FlatMap iterator state",
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from grainlite.checks import invalid_state
 from grainlite.engine.position import IteratorPosition, decode_interleave, encode_interleave
 from grainlite.errors import GrainliteValueError, shown
 
@@ -30,9 +31,11 @@ def encode_state(position: IteratorPosition) -> dict[str, Any]:
 
 
 def _bad(what: str) -> GrainliteValueError:
-    return GrainliteValueError(
-        f"Invalid mp_prefetch state: {what}. Pass a dict returned by get_state() of an "
-        "mp_prefetch iterator (grainlite's or Grain's) over the same pipeline."
+    return invalid_state(
+        what,
+        "Pass a dict returned by get_state() of an mp_prefetch iterator (grainlite's or "
+        "Grain's) over the same pipeline.",
+        subject="Invalid mp_prefetch state",
     )
 
 

@@ -23,11 +23,17 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from grainlite.checks import invalid_state
 from grainlite.dataset import stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
 from grainlite.dataset.read_ahead import BlockReader, ElementReadError
-from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateOutOfRangeError
+from grainlite.errors import (
+    GrainliteTypeError,
+    GrainliteValueError,
+    StateOutOfRangeError,
+    shown,
+)
 from grainlite.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
 
@@ -298,15 +304,20 @@ class PrefetchDatasetIterator(DatasetIterator):
         (a KeyError, a TypeError or an IndexError that is also a ValueError). Reads nothing."""
         next_index = state["next_index"]
         if isinstance(next_index, bool) or not isinstance(next_index, int):
-            raise GrainliteTypeError(
-                f"Checkpoint `next_index` must be an int (got {next_index!r} of type "
-                f"{type(next_index).__name__}); pass a state from get_state()."
+            raise invalid_state(
+                f"Checkpoint `next_index` must be an int (got {shown(next_index)} of type "
+                f"{type(next_index).__name__})",
+                "pass a state from get_state().",
+                subject=None,
+                error=GrainliteTypeError,
             )
         if not 0 <= next_index <= self._length:
-            raise StateOutOfRangeError(
+            raise invalid_state(
                 f"Checkpoint `next_index` {next_index} is out of range for dataset of length "
-                f"{self._length}: it must be in [0, {self._length}]; restore a state saved from "
-                "an iterator over this same dataset."
+                f"{self._length}: it must be in [0, {self._length}]",
+                "restore a state saved from an iterator over this same dataset.",
+                subject=None,
+                error=StateOutOfRangeError,
             )
         return next_index
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from grainlite.errors import GrainliteValueError
+from grainlite.checks import invalid_state
+from grainlite.errors import GrainliteValueError, shown
 
 HOST = "host_state"
 RECEIVED = "batches_received"
@@ -23,6 +24,9 @@ def encode(host_state: Any, received: int) -> Any:
     inner = json.loads(bytes(host_state)) if as_bytes else host_state
     text = json.dumps({HOST: inner, RECEIVED: received})
     return text.encode() if as_bytes else json.loads(text)  # a copy the caller may keep
+
+
+_FIX = "pass what get_state() of a device iterator returned."
 
 
 def decode(state: Any, host_takes_bytes: bool) -> tuple[Any, int]:
@@ -37,9 +41,8 @@ def decode(state: Any, host_takes_bytes: bool) -> tuple[Any, int]:
         try:
             parsed = json.loads(state)
         except json.JSONDecodeError as error:
-            raise GrainliteValueError(
-                f"Invalid device iterator state: not JSON ({error}); pass what get_state() of a "
-                f"device iterator returned."
+            raise invalid_state(
+                f"Invalid device iterator state: not JSON ({error})", _FIX, subject=None
             ) from None
     if not (isinstance(parsed, dict) and set(parsed) == {HOST, RECEIVED}):
         raise GrainliteValueError(
@@ -49,9 +52,10 @@ def decode(state: Any, host_takes_bytes: bool) -> tuple[Any, int]:
         )
     received = parsed[RECEIVED]
     if isinstance(received, bool) or not isinstance(received, int) or received < 0:
-        raise GrainliteValueError(
-            f"Invalid device iterator state: {RECEIVED} must be an int >= 0, got {received!r}; "
-            f"pass what get_state() of a device iterator returned."
+        raise invalid_state(
+            f"Invalid device iterator state: {RECEIVED} must be an int >= 0, got {shown(received)}",
+            _FIX,
+            subject=None,
         )
     host_state = parsed[HOST]
     return (json.dumps(host_state).encode() if host_takes_bytes else host_state), received

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from grainlite.errors import GrainliteValueError
+from grainlite.checks import invalid_state
+from grainlite.errors import GrainliteValueError, shown
 
 FORMAT = "grainlite.torch/1"
 _FIELDS = ("format", "epoch", "batch", "world_size", "worker_count", "ranks")
@@ -48,16 +49,18 @@ class LoaderState:
 
 
 def _bad(what: str) -> GrainliteValueError:
-    return GrainliteValueError(
-        f"TorchDataLoader.load_state_dict: {what}. Pass the dict returned by state_dict() of a "
-        f"TorchDataLoader (as saved in a Lightning checkpoint under 'loops')."
+    return invalid_state(
+        what,
+        "Pass the dict returned by state_dict() of a TorchDataLoader (as saved in a Lightning "
+        "checkpoint under 'loops').",
+        subject="TorchDataLoader.load_state_dict",
     )
 
 
 def _non_negative(document: dict[str, Any], field: str) -> int:
     value = document[field]
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _bad(f"{field!r} must be an int >= 0, got {value!r}")
+        raise _bad(f"{field!r} must be an int >= 0, got {shown(value)}")
     return value
 
 
@@ -69,7 +72,7 @@ def from_dict(document: Any) -> LoaderState:
     if missing:
         raise _bad(f"the fields {missing} are missing")
     if document["format"] != FORMAT:
-        raise _bad(f"format {document['format']!r} is not {FORMAT!r}")
+        raise _bad(f"format {shown(document['format'])} is not {FORMAT!r}")
     epoch, batch = _non_negative(document, "epoch"), _non_negative(document, "batch")
     world_size = _non_negative(document, "world_size")
     worker_count = _non_negative(document, "worker_count")
@@ -79,5 +82,5 @@ def from_dict(document: Any) -> LoaderState:
         or len(ranks) != world_size
         or not all(isinstance(r, str) for r in ranks)
     ):
-        raise _bad(f"'ranks' must be a list of {world_size} JSON strings, got {ranks!r}")
+        raise _bad(f"'ranks' must be a list of {world_size} JSON strings, got {shown(ranks)}")
     return LoaderState(epoch, batch, world_size, worker_count, tuple(ranks))

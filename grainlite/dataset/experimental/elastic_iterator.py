@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from grainlite.checks import invalid_state
 from grainlite.dataset.base import DatasetIterator, MapDataset, first_hole_maker
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
 from grainlite.options import ReadOptions
 from grainlite.transforms.batch import validate_batch_size
 
@@ -109,9 +110,11 @@ class ElasticIterator(DatasetIterator):
         """Moves to ``state["global_next_index"]`` (saved with any shard count or batch size)."""
         next_index = state["global_next_index"]
         if isinstance(next_index, bool) or not isinstance(next_index, int) or next_index < 0:
-            raise GrainliteValueError(
+            raise invalid_state(
                 f"ElasticIterator state global_next_index must be an int >= 0 (got "
-                f"{next_index!r}); pass a state from ElasticIterator.get_state()."
+                f"{shown(next_index)})",
+                "pass a state from ElasticIterator.get_state().",
+                subject=None,
             )
         self._stop()
         self._global_next_index = next_index

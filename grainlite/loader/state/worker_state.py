@@ -34,15 +34,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.checks import invalid_state
 from grainlite.errors import GrainliteValueError
 from grainlite.loader.striding import WorkerSlice
 
 
 def bad(what: str) -> GrainliteValueError:
     """The error for a DataLoader state this package cannot read: ``what`` is wrong with it."""
-    return GrainliteValueError(
-        f"Invalid iterator state: {what}. Pass the bytes returned by get_state() of a loader "
-        f"with the same settings."
+    return invalid_state(
+        what, "Pass the bytes returned by get_state() of a loader with the same settings."
     )
 
 
