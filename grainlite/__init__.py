@@ -21,12 +21,13 @@ they are used.
 
 from __future__ import annotations
 
-import importlib
-import os
-import typing
-from typing import Any
+# Underscored, so that a star import (type checkers read no __all__ here) takes only the names.
+import importlib as _importlib
+import os as _os
+import typing as _typing
+from typing import Any as _Any
 
-if typing.TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from grainlite import (
         checkpoint,
         config,
@@ -218,12 +219,12 @@ _NAMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     where = _NAMES.get(name)
     if where is None:
         raise AttributeError(f"module 'grainlite' has no attribute {name!r}")
     module, _, attribute = where.partition(":")
-    value: Any = importlib.import_module(f"grainlite.{name}" if where == _MODULE else module)
+    value: _Any = _importlib.import_module(f"grainlite.{name}" if where == _MODULE else module)
     if where != _MODULE:
         value = getattr(value, attribute or name)
     globals()[name] = value  # later lookups skip this function
@@ -234,11 +235,11 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_NAMES))
 
 
-if not typing.TYPE_CHECKING:  # type checkers take the names the TYPE_CHECKING imports give
+if not _typing.TYPE_CHECKING:  # type checkers take the names the TYPE_CHECKING imports give
     # CONSTANTS, then Classes, then the rest, each alphabetical (ruff's RUF022 order).
     __all__ = sorted(_NAMES, key=lambda name: (not name.isupper(), not name[:1].isupper(), name))
 
 # GRAINLITE_AS_GRAIN=1: `import grain` gives grainlite in this process (grainlite/as_grain.py).
 # install_as_grain() sets it too, so grainlite's worker processes do the same when they start.
-if os.environ.get("GRAINLITE_AS_GRAIN", "") not in ("", "0"):
-    importlib.import_module("grainlite.as_grain").install_from_environment()
+if _os.environ.get("GRAINLITE_AS_GRAIN", "") not in ("", "0"):
+    _importlib.import_module("grainlite.as_grain").install_from_environment()

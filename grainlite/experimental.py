@@ -9,10 +9,12 @@ Every name loads its module on first use (``_NAMES``, the one table of this name
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+# Underscored, so that a star import (type checkers read no __all__ here) takes only the names.
+import importlib as _importlib
+import typing as _typing
+from typing import Any as _Any
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from grainlite.dataset.apply import apply_transformations
     from grainlite.dataset.element_spec import (
         ShapeDtypeStruct,
@@ -108,9 +110,9 @@ _NAMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     if name in _NAMES:
-        value = getattr(importlib.import_module(_NAMES[name]), name)
+        value = getattr(_importlib.import_module(_NAMES[name]), name)
         globals()[name] = value  # later lookups skip this function
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -120,6 +122,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_NAMES))
 
 
-if not TYPE_CHECKING:  # type checkers take the names the TYPE_CHECKING imports give
+if not _typing.TYPE_CHECKING:  # type checkers take the names the TYPE_CHECKING imports give
     # CONSTANTS, then Classes, then the rest, each alphabetical (ruff's RUF022 order).
     __all__ = sorted(_NAMES, key=lambda name: (not name.isupper(), not name[:1].isupper(), name))
