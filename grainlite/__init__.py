@@ -16,14 +16,18 @@ only for the parts it touches. Orbax, JAX, TFDS, array_record, OpenCV and matplo
 they are used.
 """
 
+# The TYPE_CHECKING imports below are for type checkers only; __all__ is built from _NAMES.
+# ruff: noqa: F401
+
 from __future__ import annotations
 
-import importlib
-import os
-import typing
-from typing import Any
+# Underscored, so that a star import (type checkers read no __all__ here) takes only the names.
+import importlib as _importlib
+import os as _os
+import typing as _typing
+from typing import Any as _Any
 
-if typing.TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from grainlite import (
         checkpoint,
         config,
@@ -36,6 +40,12 @@ if typing.TYPE_CHECKING:
         transforms,
     )
     from grainlite.as_grain import install_as_grain
+    from grainlite.checkpoint import CheckpointHandler as GrainCheckpointHandler
+    from grainlite.checkpoint import CheckpointHandler as PyGrainCheckpointHandler
+    from grainlite.checkpoint import CheckpointRestore as GrainCheckpointRestore
+    from grainlite.checkpoint import CheckpointRestore as PyGrainCheckpointRestore
+    from grainlite.checkpoint import CheckpointSave as GrainCheckpointSave
+    from grainlite.checkpoint import CheckpointSave as PyGrainCheckpointSave
     from grainlite.constants import (
         DATASET_INDEX,
         EPOCH,
@@ -46,6 +56,7 @@ if typing.TYPE_CHECKING:
         SEED,
     )
     from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+    from grainlite.device import device_put
     from grainlite.errors import (
         CheckpointMismatchError,
         ClusterConnectionError,
@@ -108,22 +119,19 @@ if typing.TYPE_CHECKING:
     )
     from grainlite.transforms.selection import DatasetSelectionMap
 
-_SUBMODULES = frozenset(
-    {
-        "checkpoint",
-        "config",
-        "constants",
-        "experimental",
-        "multiprocessing",
-        "samplers",
-        "sharding",
-        "sources",
-        "transforms",
-    }
-)
-
-# Name -> "module" (the same name there) or "module:name"; resolved by __getattr__ on first use.
-_LAZY_NAMES = {
+# The one table of the public names: name -> "module" (the same name there), "module:attribute",
+# or _MODULE (Grain's submodule grainlite.<name>). __all__ and __getattr__ come from it; the
+# TYPE_CHECKING imports above say the same for type checkers (test_public_api checks that they do).
+# Every name loads on first use: the checkpoint names load Orbax then, device_put JAX when called.
+_MODULE = ""
+_NAMES = {
+    "install_as_grain": "grainlite.as_grain",
+    "GrainCheckpointHandler": "grainlite.checkpoint:CheckpointHandler",
+    "GrainCheckpointRestore": "grainlite.checkpoint:CheckpointRestore",
+    "GrainCheckpointSave": "grainlite.checkpoint:CheckpointSave",
+    "PyGrainCheckpointHandler": "grainlite.checkpoint:CheckpointHandler",
+    "PyGrainCheckpointRestore": "grainlite.checkpoint:CheckpointRestore",
+    "PyGrainCheckpointSave": "grainlite.checkpoint:CheckpointSave",
     "DATASET_INDEX": "grainlite.constants",
     "EPOCH": "grainlite.constants",
     "INDEX": "grainlite.constants",
@@ -134,23 +142,18 @@ _LAZY_NAMES = {
     "DatasetIterator": "grainlite.dataset.base",
     "IterDataset": "grainlite.dataset.base",
     "MapDataset": "grainlite.dataset.base",
+    "device_put": "grainlite.device",
     "CheckpointMismatchError": "grainlite.errors",
     "ClusterConnectionError": "grainlite.errors",
     "CorruptedDataError": "grainlite.errors",
+    "ElementSpecNotKnownError": "grainlite.errors",
     "GrainliteError": "grainlite.errors",
     "GrainliteRuntimeError": "grainlite.errors",
     "GrainliteTypeError": "grainlite.errors",
     "GrainliteValueError": "grainlite.errors",
+    "InterleaveArgumentError": "grainlite.errors",
     "LoaderClosedError": "grainlite.errors",
     "MissingExtraError": "grainlite.errors",
-    "ResourceLimitError": "grainlite.errors",
-    "SharedMemoryError": "grainlite.errors",
-    "SharedMemoryFullError": "grainlite.errors",
-    "StateNotJSONError": "grainlite.errors",
-    "WorkerDiedError": "grainlite.errors",
-    "WorkerTimeoutError": "grainlite.errors",
-    "ElementSpecNotKnownError": "grainlite.errors",
-    "InterleaveArgumentError": "grainlite.errors",
     "MissingFanOutError": "grainlite.errors",
     "MissingOutputSpecError": "grainlite.errors",
     "NegativeRngIndexError": "grainlite.errors",
@@ -158,17 +161,22 @@ _LAZY_NAMES = {
     "NotSequentialSliceError": "grainlite.errors",
     "RangeArgumentError": "grainlite.errors",
     "RecordKeyOutOfRangeError": "grainlite.errors",
+    "ResourceLimitError": "grainlite.errors",
     "SelectionIndexError": "grainlite.errors",
+    "SharedMemoryError": "grainlite.errors",
+    "SharedMemoryFullError": "grainlite.errors",
+    "StateNotJSONError": "grainlite.errors",
     "StateOutOfRangeError": "grainlite.errors",
     "UnknownLengthError": "grainlite.errors",
     "UnsupportedTransformationError": "grainlite.errors",
+    "WorkerDiedError": "grainlite.errors",
+    "WorkerTimeoutError": "grainlite.errors",
     "DataLoader": "grainlite.loader.data_loader",
     "DataLoaderIterator": "grainlite.loader.data_loader",
     "PyGrainDatasetIterator": "grainlite.loader.data_loader:DataLoaderIterator",
+    "load": "grainlite.loading",
     "MultiprocessingOptions": "grainlite.options",
     "ReadOptions": "grainlite.options",
-    "load": "grainlite.loading",
-    "install_as_grain": "grainlite.as_grain",
     "Record": "grainlite.sampling.records",
     "RecordMetadata": "grainlite.sampling.records",
     "IndexSampler": "grainlite.sampling.samplers",
@@ -198,136 +206,40 @@ _LAZY_NAMES = {
     "Operation": "grainlite.transforms.legacy",
     "RandomMapOperation": "grainlite.transforms.legacy",
     "DatasetSelectionMap": "grainlite.transforms.selection",
+    # Grain's submodules, at the same names.
+    "checkpoint": _MODULE,
+    "config": _MODULE,
+    "constants": _MODULE,
+    "experimental": _MODULE,
+    "multiprocessing": _MODULE,
+    "samplers": _MODULE,
+    "sharding": _MODULE,
+    "sources": _MODULE,
+    "transforms": _MODULE,
 }
 
-# Names that need Orbax: resolved on first use, so `import grainlite` never imports Orbax.
-_CHECKPOINT_NAMES = {
-    "GrainCheckpointHandler": "CheckpointHandler",
-    "GrainCheckpointRestore": "CheckpointRestore",
-    "GrainCheckpointSave": "CheckpointSave",
-    "PyGrainCheckpointHandler": "CheckpointHandler",
-    "PyGrainCheckpointRestore": "CheckpointRestore",
-    "PyGrainCheckpointSave": "CheckpointSave",
-}
 
-
-def __getattr__(name: str) -> Any:
-    value: Any
-    if name in _LAZY_NAMES:
-        module, _, attribute = _LAZY_NAMES[name].partition(":")
-        value = getattr(importlib.import_module(module), attribute or name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f"grainlite.{name}")
-    elif name in _CHECKPOINT_NAMES:  # Orbax loads only here
-        from grainlite import checkpoint
-
-        value = getattr(checkpoint, _CHECKPOINT_NAMES[name])
-    elif name == "device_put":  # grainlite.device loads on first use (it imports JAX when called)
-        from grainlite.device import device_put as value
-    else:
+def __getattr__(name: str) -> _Any:
+    where = _NAMES.get(name)
+    if where is None:
         raise AttributeError(f"module 'grainlite' has no attribute {name!r}")
+    module, _, attribute = where.partition(":")
+    value: _Any = _importlib.import_module(f"grainlite.{name}" if where == _MODULE else module)
+    if where != _MODULE:
+        value = getattr(value, attribute or name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(_NAMES))
 
 
-__all__ = [
-    "DATASET_INDEX",
-    "EPOCH",
-    "INDEX",
-    "META_FEATURES",
-    "RECORD",
-    "RECORD_KEY",
-    "SEED",
-    "ArrayRecordDataSource",
-    "Batch",
-    "BatchOperation",
-    "CheckpointMismatchError",
-    "ClusterConnectionError",
-    "CorruptedDataError",
-    "DataLoader",
-    "DataLoaderIterator",
-    "DatasetIterator",
-    "DatasetSelectionMap",
-    "ElementSpecNotKnownError",
-    "FilterOperation",
-    "FilterTransform",
-    "FlatMapTransform",
-    "GrainCheckpointHandler",
-    "GrainCheckpointRestore",
-    "GrainCheckpointSave",
-    "GrainliteError",
-    "GrainliteRuntimeError",
-    "GrainliteTypeError",
-    "GrainliteValueError",
-    "InMemoryDataSource",
-    "IndexSampler",
-    "InterleaveArgumentError",
-    "IterDataset",
-    "LoaderClosedError",
-    "MapDataset",
-    "MapOperation",
-    "MapTransform",
-    "MapWithIndexTransform",
-    "MissingExtraError",
-    "MissingFanOutError",
-    "MissingOutputSpecError",
-    "MultiprocessingOptions",
-    "NegativeRngIndexError",
-    "NoNextIndexError",
-    "NoSharding",
-    "NotSequentialSliceError",
-    "Operation",
-    "PyGrainCheckpointHandler",
-    "PyGrainCheckpointRestore",
-    "PyGrainCheckpointSave",
-    "PyGrainDatasetIterator",
-    "RandomAccessDataSource",
-    "RandomMapOperation",
-    "RandomMapTransform",
-    "RangeArgumentError",
-    "RangeDataSource",
-    "ReadOptions",
-    "Record",
-    "RecordKeyOutOfRangeError",
-    "RecordMetadata",
-    "ResourceLimitError",
-    "Sampler",
-    "SelectionIndexError",
-    "SequentialSampler",
-    "ShardByJaxProcess",
-    "ShardOptions",
-    "SharedMemoryArray",
-    "SharedMemoryDataSource",
-    "SharedMemoryError",
-    "SharedMemoryFullError",
-    "StateNotJSONError",
-    "StateOutOfRangeError",
-    "Transformation",
-    "Transformations",
-    "UnknownLengthError",
-    "UnsupportedTransformationError",
-    "WorkerDiedError",
-    "WorkerTimeoutError",
-    "checkpoint",
-    "config",
-    "constants",
-    "device_put",
-    "experimental",
-    "install_as_grain",
-    "load",
-    "multiprocessing",
-    "remove_stale_segments",
-    "samplers",
-    "sharding",
-    "sources",
-    "transforms",
-]
+if not _typing.TYPE_CHECKING:  # type checkers take the names the TYPE_CHECKING imports give
+    # CONSTANTS, then Classes, then the rest, each alphabetical (ruff's RUF022 order).
+    __all__ = sorted(_NAMES, key=lambda name: (not name.isupper(), not name[:1].isupper(), name))
 
 # GRAINLITE_AS_GRAIN=1: `import grain` gives grainlite in this process (grainlite/as_grain.py).
 # install_as_grain() sets it too, so grainlite's worker processes do the same when they start.
-if os.environ.get("GRAINLITE_AS_GRAIN", "") not in ("", "0"):
-    importlib.import_module("grainlite.as_grain").install_from_environment()
+if _os.environ.get("GRAINLITE_AS_GRAIN", "") not in ("", "0"):
+    _importlib.import_module("grainlite.as_grain").install_from_environment()

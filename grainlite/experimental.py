@@ -1,20 +1,20 @@
 """Names Grain keeps under ``grain.experimental``.
 
-The DataLoader-path names (``FlatMapTransform``, ``MapWithIndexTransform``, ``index_shuffle``) are
-imported with the module. The Dataset-API names (``FlatMapMapDataset``, ``FlatMapIterDataset``,
-``apply_transformations``) load from their node modules on first use, so ``import grainlite``
-imports no dataset node it does not need.
+Every name loads its module on first use (``_NAMES``, the one table of this namespace), so
+``import grainlite`` imports no dataset node it does not need.
 """
+
+# The TYPE_CHECKING imports below are for type checkers only; __all__ is built from _NAMES.
+# ruff: noqa: F401
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+# Underscored, so that a star import (type checkers read no __all__ here) takes only the names.
+import importlib as _importlib
+import typing as _typing
+from typing import Any as _Any
 
-from grainlite.sampling.index_shuffle import index_shuffle
-from grainlite.transforms.base import FlatMapTransform, MapWithIndexTransform
-
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from grainlite.dataset.apply import apply_transformations
     from grainlite.dataset.element_spec import (
         ShapeDtypeStruct,
@@ -57,103 +57,71 @@ if TYPE_CHECKING:
     from grainlite.dataset.performance_config import PerformanceConfig, pick_performance_config
     from grainlite.dataset.seeding import RngPool
     from grainlite.device.dataset import device_put
+    from grainlite.sampling.index_shuffle import index_shuffle
+    from grainlite.transforms.base import FlatMapTransform, MapWithIndexTransform
     from grainlite.transforms.pack_and_batch import PackAndBatchOperation
     from grainlite.transforms.packing.layout import non_sequence_meta_features
 
-# Name -> the module that defines it; resolved by __getattr__ on first use.
-LAZY_NAMES = {
-    "CacheIterDataset": "grainlite.dataset.experimental.cache",
-    "DatasetOptions": "grainlite.dataset.options",
-    "ExecutionTrackingMode": "grainlite.dataset.options",
-    "WithOptionsIterDataset": "grainlite.dataset.options",
-    "assert_equal_output_after_checkpoint": "grainlite.dataset.experimental.checkpoint_check",
-    "get_next_index": "grainlite.dataset.next_index",
-    "set_next_index": "grainlite.dataset.next_index",
-    "multithread_prefetch": "grainlite.dataset.experimental.thread_prefetch",
-    "get_element_spec": "grainlite.dataset.element_spec",
-    "PerformanceConfig": "grainlite.dataset.performance_config",
-    "pick_performance_config": "grainlite.dataset.performance_config",
-    "RngPool": "grainlite.dataset.seeding",
+# The one table of this namespace: name -> the module that defines it. __all__ and __getattr__
+# come from it; the TYPE_CHECKING imports above say the same for type checkers (test_public_api
+# checks that they do).
+_NAMES = {
+    "apply_transformations": "grainlite.dataset.apply",
     "ShapeDtypeStruct": "grainlite.dataset.element_spec",
     "ShapeDtypeStructProtocol": "grainlite.dataset.element_spec",
+    "get_element_spec": "grainlite.dataset.element_spec",
+    "CacheIterDataset": "grainlite.dataset.experimental.cache",
+    "assert_equal_output_after_checkpoint": "grainlite.dataset.experimental.checkpoint_check",
     "BOSHandling": "grainlite.dataset.experimental.concat_then_split",
-    "BestFitPackIterDataset": "grainlite.dataset.experimental.packing",
     "ConcatThenSplitIterDataset": "grainlite.dataset.experimental.concat_then_split",
-    "FirstFitPackIterDataset": "grainlite.dataset.experimental.packing",
-    "PackAndBatchOperation": "grainlite.transforms.pack_and_batch",
-    "FlatMapIterDataset": "grainlite.dataset.flat_map",
-    "FlatMapMapDataset": "grainlite.dataset.flat_map",
-    "apply_transformations": "grainlite.dataset.apply",
-    "device_put": "grainlite.device.dataset",
     "ElasticIterator": "grainlite.dataset.experimental.elastic_iterator",
     "InterleaveIterDataset": "grainlite.dataset.experimental.interleave",
-    "LimitIterDataset": "grainlite.dataset.experimental.repeat_limit",
+    "BestFitPackIterDataset": "grainlite.dataset.experimental.packing",
+    "FirstFitPackIterDataset": "grainlite.dataset.experimental.packing",
     "ParquetIterDataset": "grainlite.dataset.experimental.parquet",
     "RebatchIterDataset": "grainlite.dataset.experimental.rebatch",
+    "batch_and_pad": "grainlite.dataset.experimental.rebatch",
+    "LimitIterDataset": "grainlite.dataset.experimental.repeat_limit",
     "RepeatIterDataset": "grainlite.dataset.experimental.repeat_limit",
     "TFRecordIterDataset": "grainlite.dataset.experimental.tfrecord",
     "ThreadPrefetchDatasetIterator": "grainlite.dataset.experimental.thread_prefetch",
     "ThreadPrefetchIterDataset": "grainlite.dataset.experimental.thread_prefetch",
+    "multithread_prefetch": "grainlite.dataset.experimental.thread_prefetch",
     "WindowShuffleIterDataset": "grainlite.dataset.experimental.window_shuffle",
     "WindowShuffleMapDataset": "grainlite.dataset.experimental.window_shuffle",
     "ZipIterDataset": "grainlite.dataset.experimental.zip",
     "ZipMapDataset": "grainlite.dataset.experimental.zip",
-    "batch_and_pad": "grainlite.dataset.experimental.rebatch",
+    "FlatMapIterDataset": "grainlite.dataset.flat_map",
+    "FlatMapMapDataset": "grainlite.dataset.flat_map",
+    "get_next_index": "grainlite.dataset.next_index",
+    "set_next_index": "grainlite.dataset.next_index",
+    "DatasetOptions": "grainlite.dataset.options",
+    "ExecutionTrackingMode": "grainlite.dataset.options",
+    "WithOptionsIterDataset": "grainlite.dataset.options",
+    "PerformanceConfig": "grainlite.dataset.performance_config",
+    "pick_performance_config": "grainlite.dataset.performance_config",
+    "RngPool": "grainlite.dataset.seeding",
+    "device_put": "grainlite.device.dataset",
+    "index_shuffle": "grainlite.sampling.index_shuffle",
+    "FlatMapTransform": "grainlite.transforms.base",
+    "MapWithIndexTransform": "grainlite.transforms.base",
+    "PackAndBatchOperation": "grainlite.transforms.pack_and_batch",
     "non_sequence_meta_features": "grainlite.transforms.packing.layout",
 }
 
-__all__ = [
-    "BOSHandling",
-    "BestFitPackIterDataset",
-    "CacheIterDataset",
-    "ConcatThenSplitIterDataset",
-    "DatasetOptions",
-    "ElasticIterator",
-    "ExecutionTrackingMode",
-    "FirstFitPackIterDataset",
-    "FlatMapIterDataset",
-    "FlatMapMapDataset",
-    "FlatMapTransform",
-    "InterleaveIterDataset",
-    "LimitIterDataset",
-    "MapWithIndexTransform",
-    "PackAndBatchOperation",
-    "ParquetIterDataset",
-    "PerformanceConfig",
-    "RebatchIterDataset",
-    "RepeatIterDataset",
-    "RngPool",
-    "ShapeDtypeStruct",
-    "ShapeDtypeStructProtocol",
-    "TFRecordIterDataset",
-    "ThreadPrefetchDatasetIterator",
-    "ThreadPrefetchIterDataset",
-    "WindowShuffleIterDataset",
-    "WindowShuffleMapDataset",
-    "WithOptionsIterDataset",
-    "ZipIterDataset",
-    "ZipMapDataset",
-    "apply_transformations",
-    "assert_equal_output_after_checkpoint",
-    "batch_and_pad",
-    "device_put",
-    "get_element_spec",
-    "get_next_index",
-    "index_shuffle",
-    "multithread_prefetch",
-    "non_sequence_meta_features",
-    "pick_performance_config",
-    "set_next_index",
-]
 
-
-def __getattr__(name: str) -> Any:
-    if name in LAZY_NAMES:
-        value = getattr(importlib.import_module(LAZY_NAMES[name]), name)
+def __getattr__(name: str) -> _Any:
+    if name in _NAMES:
+        value = getattr(_importlib.import_module(_NAMES[name]), name)
         globals()[name] = value  # later lookups skip this function
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(_NAMES))
+
+
+if not _typing.TYPE_CHECKING:  # type checkers take the names the TYPE_CHECKING imports give
+    # CONSTANTS, then Classes, then the rest, each alphabetical (ruff's RUF022 order).
+    __all__ = sorted(_NAMES, key=lambda name: (not name.isupper(), not name[:1].isupper(), name))

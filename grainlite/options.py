@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import statistics  # np.median's first call imports more of NumPy: ~30 ms of a start
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grainlite.checks import int_option
@@ -36,7 +38,8 @@ class ReadOptions:
     Threads are a cost where reads are fast (memory, a list, a local ArrayRecord file read in
     batches): each process first reads in its own thread, timing the source, and starts its reader
     threads only if reads take more than about 20 µs per record and more than a quarter of the
-    time (reads and transforms). What is read, and in which order, is the same either way.
+    time (reads and transforms; :data:`READ_POLICY`). What is read, and in which order, is the
+    same either way.
     """
 
     num_threads: int = 16
@@ -96,3 +99,44 @@ class MultiprocessingOptions:
             too_small=f"MultiprocessingOptions per_worker_buffer_size must be greater than or "
             f"equal to 0, got {{value}}; {buffer_fix}",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPolicy:
+    """When reads leave the consuming thread for ``ReadOptions``' reader threads: the one rule of
+    the DataLoader's reader (:mod:`grainlite.loader.reader`), the Dataset API's block reader
+    (:mod:`grainlite.dataset.read_ahead`) and the stats diagnosis (:mod:`grainlite.stats`).
+
+    Reader threads pay off only where reads are slow (network, cold disks) *and* a large part of
+    the work: for a fast source, handing blocks between threads costs more than the reads, and
+    where transforms dominate, threads only compete with them for the interpreter. So a reader
+    first reads in the consuming thread, timing ``samples`` blocks after the first (whose read
+    also opens files and warms caches), and moves to threads only if the median read takes more
+    than ``slow_read_s`` per record and more than ``read_share`` of the read + consumer time.
+    Medians, so one stall of a busy machine does not send a fast source to threads.
+    """
+
+    slow_read_s: float = 20e-6
+    """Reads slower than this per record can gain from reader threads."""
+    read_share: float = 0.25
+    """... if they also take more than this share of the read + consumer time."""
+    samples: int = 5
+    """Blocks timed (after the first) before deciding."""
+
+    def is_slow(self, seconds_per_record: float) -> bool:
+        """Whether a read of ``seconds_per_record`` is slow enough for reader threads."""
+        return seconds_per_record > self.slow_read_s
+
+    def moves_to_threads(
+        self, seconds_per_record: Sequence[float], shares: Sequence[float]
+    ) -> bool:
+        """Whether reads timed at ``seconds_per_record`` per record, taking ``shares`` of the
+        read + consumer time (one entry per timed block), move to reader threads."""
+        return (
+            self.is_slow(statistics.median(seconds_per_record))
+            and statistics.median(shares) > self.read_share
+        )
+
+
+READ_POLICY = ReadPolicy()
+"""The read policy every reader uses."""

@@ -122,3 +122,59 @@ def test_sources_pickle_and_read_the_same_after():
     for ds in (MapDataset.range(3, 9), MapDataset.source(list("abcdef"))):
         clone = pickle.loads(pickle.dumps(ds))
         assert clone._getitems(range(8)) == ds._getitems(range(8))
+
+
+class _FailsAtKey:
+    """Records ``key * 10``; reading record ``bad`` raises ``error`` (with or without a batched
+    ``__getitems__``, which fails for any block holding ``bad``)."""
+
+    def __init__(self, length, bad, error=ValueError):
+        self.length, self.bad, self.error = length, bad, error
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, key):
+        if key == self.bad:
+            raise self.error(f"cannot decode record {key}")
+        return key * 10
+
+
+class _BatchedFailsAtKey(_FailsAtKey):
+    def __getitems__(self, keys):
+        return [self[k] for k in keys]
+
+
+def _notes(error):
+    return " ".join(getattr(error, "__notes__", []))
+
+
+@pytest.mark.parametrize("kind", [_FailsAtKey, _BatchedFailsAtKey])
+def test_a_source_error_in_a_dataset_block_read_names_the_failing_record_key(kind):
+    ds = MapDataset.source(kind(10, 7)).map(lambda x: x + 1)
+    iterator = iter(ds.to_iter_dataset())
+    assert [next(iterator) for _ in range(7)] == [k * 10 + 1 for k in range(7)]
+    with pytest.raises(ValueError, match="cannot decode record 7") as caught:
+        next(iterator)
+    name = kind.__name__
+    assert f"grainlite: the data source {name} failed reading record key 7." in _notes(caught.value)
+    assert [next(iterator) for _ in range(2)] == [81, 91]  # the stream goes on after it
+
+
+def test_a_source_that_serves_fewer_records_than_its_len_names_the_key_and_the_fix():
+    ds = MapDataset.source(_FailsAtKey(5, 3, IndexError))
+    with pytest.raises(IndexError) as caught:
+        ds._getitems([5, 6, 7, 8, 9])  # indices past the end wrap: record keys 0..4
+    assert _notes(caught.value) == (
+        "grainlite: the data source _FailsAtKey failed reading record key 3; its len() is 5: if "
+        "__getitem__ serves fewer records, fix __len__ (the sampler reads keys 0..len-1)."
+    )
+
+
+def test_a_sequentially_sliced_source_names_the_record_key_of_the_whole_source():
+    ds = MapDataset.source(_FailsAtKey(10, 7))
+    ds.set_slice(slice(1, None, 2), sequential_slice=True)  # worker 1 of 2: records 5..9
+    assert ds._getitems([0, 1]) == [50, 60]
+    with pytest.raises(ValueError, match="cannot decode record 7") as caught:
+        ds._getitems([0, 1, 2, 3])
+    assert "failed reading record key 7." in _notes(caught.value)

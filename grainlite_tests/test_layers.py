@@ -11,6 +11,7 @@ layer (``layers.toml``, ``[layers]``); an import from one layer into another mus
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,3 +171,36 @@ def test_the_table_closes_arrows_downward_only(layer, may, may_not):
     reach = allowed(load_table())[layer]
     assert may <= reach
     assert not may_not & reach
+
+
+def contributing_rows(text: str) -> list[tuple[set[str], set[str], set[str]]]:
+    """The rows of CONTRIBUTING.md's Layout table as (layers, the names "what is in it" lists
+    before its colon, imports), each name without its ``/`` or ``.py``; "anything" reads as
+    ``*``, "nothing" as no layer."""
+
+    def names(cell: str) -> set[str]:
+        found = {name.rstrip("/").removesuffix(".py") for name in re.findall(r"`([^`]+)`", cell)}
+        return found | {word for word in ("facades", "leaves") if cell.strip() == word}
+
+    section = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("layer", "---"):
+            continue
+        imports = {"*"} if cells[2] == "anything" else set() if cells[2] == "nothing" else None
+        what = names(cells[1].split(":")[0])
+        rows.append((names(cells[0]), what, imports if imports is not None else names(cells[2])))
+    return rows
+
+
+def test_contributing_shows_the_layers_and_arrows_of_the_layer_table():
+    table = load_table()
+    rows = contributing_rows((ROOT / "CONTRIBUTING.md").read_text())
+    shown = [layer for layers, _, _ in rows for layer in layers]
+    assert sorted(shown) == sorted(table["layers"]), "one row per layer of layers.toml"
+    for layers, what, imports in rows:
+        for layer in layers:
+            assert imports == set(table["arrows"][layer]), f"{layer}: the imports column"
+            if layer in ("facades", "leaves"):  # rows that list their modules
+                assert what == set(table["layers"][layer]), f"{layer}: the modules listed"

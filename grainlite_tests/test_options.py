@@ -1,8 +1,10 @@
-"""ReadOptions and MultiprocessingOptions: Grain's defaults, validation and warning."""
+"""ReadOptions and MultiprocessingOptions: Grain's defaults, validation and warning; the one read
+policy both APIs' readers follow."""
 
 from __future__ import annotations
 
 import logging
+import threading
 
 import absl.flags
 import grain.python as real_grain
@@ -10,7 +12,10 @@ import numpy as np
 import pytest
 
 import grainlite as grain
+from grainlite.dataset import read_ahead
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.loader import reader
+from grainlite.options import READ_POLICY, ReadPolicy
 
 absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18 reads absl flags; they must count as parsed
 
@@ -155,3 +160,53 @@ def test_a_huge_bad_option_is_quoted_in_at_most_about_two_hundred_characters():
         grain.MultiprocessingOptions(num_workers="9" * 100_000)
     assert len(str(raised.value)) < 450
     assert "(100002 characters)" in str(raised.value)
+
+
+def test_the_read_policy_takes_medians_so_one_stalled_read_does_not_move_fast_reads_to_threads():
+    fast, slow = READ_POLICY.slow_read_s / 10, READ_POLICY.slow_read_s * 10
+    large = READ_POLICY.read_share * 2
+    assert not READ_POLICY.moves_to_threads([fast] * 4 + [1.0], [large] * 5)
+    assert READ_POLICY.moves_to_threads([slow] * 4 + [fast], [large] * 4 + [0.0])
+    # Slow reads that are a small part of the work (transforms dominate) stay in the consumer.
+    assert not READ_POLICY.moves_to_threads([slow] * 5, [READ_POLICY.read_share / 2] * 5)
+
+
+class _ReadBy:
+    """Cheap records that remember which threads read them."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.threads = size, set()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: int) -> int:
+        self.threads.add(threading.current_thread().name)
+        return key
+
+
+def test_both_apis_move_reads_to_threads_by_the_one_read_policy(monkeypatch):
+    options = grain.ReadOptions(num_threads=2, prefetch_buffer_size=64)
+
+    def readers() -> tuple[set[str], set[str]]:
+        loader_source, dataset_source = _ReadBy(3000), _ReadBy(3000)
+        loader = grain.DataLoader(
+            data_source=loader_source,
+            sampler=grain.IndexSampler(3000, grain.NoSharding(), False, 1),
+            read_options=options,
+        )
+        assert list(loader) == list(range(3000))
+        dataset = grain.MapDataset.source(dataset_source).to_iter_dataset(options)
+        with iter(dataset) as iterator:
+            assert list(iterator) == list(range(3000))
+        return loader_source.threads, dataset_source.threads
+
+    monkeypatch.setattr(read_ahead, "usable_cpu_count", lambda: 8)  # spare CPUs for threads
+    consumer = {threading.current_thread().name}
+    assert readers() == (consumer, consumer)  # cheap reads: no thread, by the policy
+    every_read_is_slow = ReadPolicy(slow_read_s=0.0, read_share=0.0)
+    monkeypatch.setattr(reader, "READ_POLICY", every_read_is_slow)
+    monkeypatch.setattr(read_ahead, "READ_POLICY", every_read_is_slow)
+    by_loader, by_dataset = readers()
+    assert any(name.startswith("grainlite-reader") for name in by_loader), by_loader
+    assert any(name.startswith("grainlite-to-iter") for name in by_dataset), by_dataset

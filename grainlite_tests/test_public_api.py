@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import re
 import subprocess
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import grainlite
+import grainlite.experimental
 import grainlite.python
 from grainlite import errors
 
@@ -71,8 +74,9 @@ for module in pkgutil.walk_packages(grainlite.__path__, "grainlite."):
     if not module.name.endswith("__main__"):
         try:
             importlib.import_module(module.name)
-        except ImportError:  # an optional extra that is not installed here
-            pass
+        except ImportError as error:  # only an optional stack that is not installed here
+            if (error.name or "grainlite").split(".")[0] == "grainlite":
+                raise
 
 def below(kind):
     for sub in kind.__subclasses__():
@@ -95,9 +99,53 @@ def test_every_grainlite_error_is_defined_in_errors_and_importable_from_the_top_
     for name in ["GrainliteError"] + [name for _, name in ours]:
         assert name in grainlite.__all__, name
         assert getattr(grainlite, name) is getattr(errors, name), name
+        assert issubclass(getattr(errors, name), errors.GrainliteError), name
     with pytest.raises(grainlite.GrainliteValueError) as caught:
         grainlite.IndexSampler(3, num_epochs=0)
     assert isinstance(caught.value, ValueError)
+
+
+def _type_checking_imports(module: types.ModuleType) -> dict[str, str]:
+    """What the ``TYPE_CHECKING`` imports of a facade give each name, in its ``_NAMES`` spelling:
+    ``"module"``, ``"module:attribute"`` (imported under another name) or ``""`` (a submodule)."""
+    tree = ast.parse(Path(module.__file__).read_text())
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+    )
+    given: dict[str, str] = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom) and node.module, ast.unparse(node)
+        for alias in node.names:
+            name = alias.asname or alias.name
+            assert name not in given, f"{name} is imported twice"
+            if node.module == module.__name__:
+                given[name] = ""
+            elif alias.asname and alias.asname != alias.name:
+                given[name] = f"{node.module}:{alias.name}"
+            else:
+                given[name] = node.module
+    return given
+
+
+@pytest.mark.parametrize("facade", [grainlite, grainlite.experimental], ids=lambda m: m.__name__)
+def test_the_type_checking_imports_of_a_facade_say_what_its_one_name_table_says(facade):
+    table = {
+        name: where if not where.endswith(f":{name}") else where.rpartition(":")[0]
+        for name, where in facade._NAMES.items()
+    }
+    assert _type_checking_imports(facade) == table
+    assert sorted(facade.__all__) == sorted(table)
+    for name in facade.__all__:
+        where = table[name]
+        module, _, attribute = where.partition(":")
+        expected = (
+            importlib.import_module(f"{facade.__name__}.{name}")
+            if where == ""
+            else getattr(importlib.import_module(module), attribute or name)
+        )
+        assert getattr(facade, name) is expected, name
 
 
 def test_every_grain_name_the_tutorial_uses_is_exported():

@@ -164,16 +164,16 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
     @staticmethod
     def source(source: Any) -> MapDataset:
         """A dataset over any sequence or random-access source (``len`` and ``__getitem__``)."""
-        from grainlite.dataset import sources
+        from grainlite.dataset.source import SourceMapDataset
 
-        return sources.SourceMapDataset(source)
+        return SourceMapDataset(source)
 
     @staticmethod
     def range(start: int, stop: int | None = None, step: int = 1) -> MapDataset[int]:
         """The integers of ``range(start, stop, step)``."""
-        from grainlite.dataset import sources
+        from grainlite.dataset.source import RangeMapDataset
 
-        return sources.RangeMapDataset(start, stop, step)
+        return RangeMapDataset(start, stop, step)
 
     @staticmethod
     def mix(datasets: Sequence[MapDataset], weights: Sequence[float] | None = None) -> MapDataset:

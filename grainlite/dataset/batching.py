@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
-from grainlite.dataset.sources import as_index
+from grainlite.dataset.source import as_index
 from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.stats.counters import StageCounter, clock

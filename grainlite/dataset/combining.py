@@ -32,7 +32,7 @@ import numpy as np
 from grainlite.dataset.base import MapDataset
 from grainlite.dataset.mix_iter import MixedDatasetIterator, MixedIterDataset
 from grainlite.dataset.mix_selection import MixSelection, integer_proportions, mixed_length
-from grainlite.dataset.sources import as_index
+from grainlite.dataset.source import as_index
 from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import (
     GrainliteTypeError,

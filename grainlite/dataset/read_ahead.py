@@ -4,12 +4,12 @@
 ``stop``. Like the DataLoader's reader (:mod:`grainlite.loader.reader`) it starts in the consuming
 thread with blocks sized by how long they take to read (the first element comes quickly), timing
 the reads and the consumer's work between them; it moves to ``ReadOptions.num_threads`` threads
-(at most ``prefetch_buffer_size`` elements ahead, handed over in order) only if reads take
-more than ``_THREADED_READ_S`` per element and more than ``_THREADED_READ_SHARE`` of the time,
-or at once, before the first block is returned, when that block took more than
-``_EAGER_READ_S`` per element (storage, network): those threads read ahead up to
-``prefetch_buffer_size`` elements while the consumer works or waits (as Grain's), and hand reading
-back to the consuming thread if their first blocks prove cheap or CPU-bound.
+(at most ``prefetch_buffer_size`` elements ahead, handed over in order) only where
+:data:`~grainlite.options.READ_POLICY` says so (the DataLoader's rule: more than 20 µs per element
+and more than a quarter of the time), or at once, before the first block is returned, when that
+block took more than ``_EAGER_READ_S`` per element (storage, network): those threads read ahead up
+to ``prefetch_buffer_size`` elements while the consumer works or waits (as Grain's), and hand
+reading back to the consuming thread if their first blocks prove cheap or CPU-bound.
 Threads cost more than they save where reads are cheap (memory, a list, numpy arithmetic) and,
 the interpreter lock being one, where reads are Python work. Where reads keep a CPU busy (they
 decode or transform rather than wait for storage: their CPU time is most of their wall time),
@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.cpus import usable_cpu_count
+from grainlite.options import READ_POLICY
 
 _FIRST_BLOCK = 1
 _MAX_BLOCK = 256
@@ -59,17 +60,11 @@ _MAX_BLOCK = 256
 # holds much memory.
 _GROW_S = 0.002
 _SHRINK_S = 0.05
-# Reads move to reader threads only if slower than this per element ...
-_THREADED_READ_S = 20e-6
-# ... and taking more than this share of the read + consumer time.
-_THREADED_READ_SHARE = 0.25
-# Blocks timed (after the first, whose read warms caches) before deciding; medians over them.
-_BLOCKS_TO_TIME = 5
 # A first read slower than this per element (storage, network, a sleep: never memory) moves the
 # reads to threads at once, before the first element is returned, so they go on reading ahead
 # while the consumer works or waits (Grain's read-ahead starts at the first next()). Reads that
 # then prove cheap (a slow first access that opened a file) or CPU-bound move back to the
-# consuming thread after _BLOCKS_TO_TIME threaded blocks, where the timed rule decides again.
+# consuming thread after READ_POLICY.samples threaded blocks, where the timed rule decides again.
 _EAGER_READ_S = 0.01
 # Reads whose CPU time is more than this share of their wall time keep a CPU busy. The wall
 # time leaves out the time the thread waited for a CPU (see _cpu_wait_s): on a busy machine a
@@ -302,14 +297,13 @@ class BlockReader:
     def _next_block(self) -> list[Any]:
         if self._pool is not None:
             return self._next_threaded()
-        if self._timing and len(self._per_element) >= _BLOCKS_TO_TIME:
+        if self._timing and len(self._per_element) >= READ_POLICY.samples:
             self._timing = False
-            slow = float(np.median(self._per_element)) > _THREADED_READ_S
-            if slow and float(np.median(self._shares)) > _THREADED_READ_SHARE:
+            if READ_POLICY.moves_to_threads(self._per_element, self._shares):
                 threads = self._threads
                 if float(np.median(self._cpu_shares)) > _CPU_BOUND_SHARE:
                     threads = min(threads, _spare_cpus())
-                    if threads == 1 and float(np.median(self._shares)) > 1 - _THREADED_READ_SHARE:
+                    if threads == 1 and float(np.median(self._shares)) > 1 - READ_POLICY.read_share:
                         threads = 0  # one thread only overlaps the consumer's small share
                 if threads > 0:
                     self._start_threads(threads)
@@ -386,12 +380,12 @@ class BlockReader:
         trial = self._trial
         if trial is not None:
             trial.append((seconds / max(len(block), 1), cpu / max(seconds, 1e-9)))
-            if len(trial) >= _BLOCKS_TO_TIME:
+            if len(trial) >= READ_POLICY.samples:
                 # Cheap reads, or reads that keep a CPU busy (the timed rule then decides how
                 # many threads the spare CPUs allow): back to the consuming thread.
                 self._trial = None
                 per_element, cpu_share = np.median(np.array(trial), axis=0)
-                cheap = float(per_element) <= _THREADED_READ_S
+                cheap = not READ_POLICY.is_slow(float(per_element))
                 self._draining = cheap or float(cpu_share) > _CPU_BOUND_SHARE
         return block
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from grainlite.checks import int_option
 from grainlite.dataset.base import MapDataset
-from grainlite.dataset.sources import as_index, wrapped_keys
+from grainlite.dataset.source import as_index, wrapped_keys
 from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from grainlite.dataset import seeding
 from grainlite.dataset.base import MapDataset
-from grainlite.dataset.sources import as_index
+from grainlite.dataset.source import as_index
 from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array

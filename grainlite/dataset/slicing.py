@@ -23,7 +23,7 @@ import numpy as np
 
 from grainlite.dataset.base import MapDataset, map_lineage
 from grainlite.dataset.shuffle import ShuffleMapDataset
-from grainlite.dataset.sources import as_index
+from grainlite.dataset.source import as_index
 from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError, shown
 

@@ -11,9 +11,9 @@ Reader threads only pay off when reads are slow (network, cold disks) and a larg
 work: for a fast source (a list, a range, memory, a local ArrayRecord file) handing chunks between
 threads costs more than the reads, and where transforms dominate (image decoding) threads only
 compete with them for the interpreter. So every reader starts in the consuming thread, timing its
-reads and the consumer's work, and moves to its ``ReadOptions`` threads only if reads take more
-than ``_THREADED_READ_S`` per record *and* more than ``_THREADED_READ_SHARE`` of the time. Which
-thread reads never changes what is read or in which order.
+reads and the consumer's work, and moves to its ``ReadOptions`` threads only where
+:data:`~grainlite.options.READ_POLICY` says so (reads slower than 20 µs per record *and* more than
+a quarter of the time). Which thread reads never changes what is read or in which order.
 
 Stats: each chunk's read (or, with reader threads, the wait for it) is timed into the reader's
 :class:`~grainlite.stats.counters.StageCounter`: two clock reads per chunk, not per record.
@@ -22,8 +22,6 @@ Stats: each chunk's read (or, with reader threads, the wait for it) is timed int
 from __future__ import annotations
 
 import collections
-import re
-import statistics  # np.median's first call imports more of NumPy: ~30 ms of a start
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.errors import CorruptedDataError
 from grainlite.loader.striding import WorkerSlice
-from grainlite.options import ReadOptions
+from grainlite.options import READ_POLICY, ReadOptions
+from grainlite.sources.protocol import read_many
 from grainlite.stats.counters import StageCounter, clock
 
 _MAX_CHUNK = 256
@@ -41,14 +39,6 @@ _FIRST_CHUNK = 8
 # Record keys are computed this many positions at a time (one sampler call costs about as much
 # for 4096 positions as for 256), and chunks are cut from them.
 _KEY_BLOCK = 4096
-# Reads move to reader threads only if slower than this per record ...
-_THREADED_READ_S = 20e-6
-# ... and taking more than this share of the read + transform time.
-_THREADED_READ_SHARE = 0.25
-# How many chunks are timed in the consuming thread before deciding (after the first chunk, whose
-# read also opens files and warms caches). The decision takes medians over chunks, so one stall
-# of a busy machine does not send a fast source to threads.
-_CHUNKS_TO_TIME = 5
 
 
 # One chunk: (rng seeds or rng objects per record, or None when no record has an rng; the data).
@@ -65,31 +55,13 @@ def _make_chunk_reader(
     are not computed: every chunk carries None instead.
     """
     source_len = len(source)
-    getitems = getattr(source, "__getitems__", None)
-    getitem = source.__getitem__
 
     def listed_keys(keys: np.ndarray) -> list[int]:
         if source_len and keys.size and int(keys.max()) >= source_len:
             keys = keys % source_len  # Grain wraps keys past the end of the source.
         return keys.tolist()
 
-    def read_data(listed: list[int]) -> list[Any]:
-        if getitems is not None:
-            try:
-                return list(getitems(listed))
-            except Exception as error:
-                raise _named(error, source, listed, source_len) from None
-        try:
-            return list(map(getitem, listed))
-        except Exception:
-            pass
-        data = []  # again one by one, to name the record that fails
-        for key in listed:
-            try:
-                data.append(getitem(key))
-            except Exception as error:
-                raise _named(error, source, [key], source_len) from None
-        return data
+    read_data = read_many(source)
 
     record_keys = getattr(sampler, "record_keys", None)
     if record_keys is not None and hasattr(sampler, "seed"):
@@ -133,42 +105,6 @@ def _make_chunk_reader(
         return (rngs if any(r is not None for r in rngs) else None), data
 
     return read_custom
-
-
-# array_record's error when a file of the source is gone (e.g. a TFDS shard deleted or not copied).
-_MISSING_FILE = re.compile(r"open\(\) failed: No such file or directory; opening (\S+)")
-
-
-def _named(error: Exception, source: Any, keys: list[int], source_len: int) -> Exception:
-    """``error`` with a note naming the record(s) the source failed on and the usual fix.
-
-    A file of the source that does not exist becomes a CorruptedDataError (a RuntimeError, as
-    array_record raises) naming the file, the first record in it and what to do.
-    """
-    missing = _MISSING_FILE.search(str(error)) if isinstance(error, RuntimeError) else None
-    if missing and len(keys) > 1:  # a chunk failed: name its first record in the missing file
-        for key in keys:
-            try:
-                source[key]
-            except RuntimeError:
-                keys = [key]
-                break
-    what = f"record key {keys[0]}" if len(keys) == 1 else f"record keys {keys[0]}..{keys[-1]}"
-    note = f"grainlite: the data source {type(source).__name__} failed reading {what}"
-    if missing:
-        return CorruptedDataError(
-            f"The data source {type(source).__name__} failed reading {what}: its file "
-            f"{missing[1]!r} does not exist ({error}). A dataset copied or "
-            f"prepared only in part lacks files: copy it again, or rebuild it (TFDS: delete its "
-            f"version folder and run download_and_prepare again)."
-        )
-    if isinstance(error, IndexError):
-        note += (
-            f"; its len() is {source_len}: if __getitem__ serves fewer records, fix __len__ (the "
-            f"sampler reads keys 0..len-1)"
-        )
-    error.add_note(note + ".")
-    return error
 
 
 class RecordReader:
@@ -221,13 +157,12 @@ class RecordReader:
         size = _FIRST_CHUNK
         timing = bool(self._depth)
         first_chunk = True
-        per_record: list[float] = []  # read nanoseconds per record, one entry per timed chunk
+        per_record: list[float] = []  # read seconds per record, one entry per timed chunk
         shares: list[float] = []  # the read's share of read + transform time, per timed chunk
         counter = self._counter
         while self._next < self._stop:
-            if timing and len(per_record) >= _CHUNKS_TO_TIME:
-                slow = statistics.median(per_record) > _THREADED_READ_S * 1e9
-                if slow and statistics.median(shares) > _THREADED_READ_SHARE:
+            if timing and len(per_record) >= READ_POLICY.samples:
+                if READ_POLICY.moves_to_threads(per_record, shares):
                     return  # reads are slow and a large part of the work: hand over to threads
                 timing = False  # stay in this thread for good
             m1 = min(self._stop, self._next + size)
@@ -246,7 +181,7 @@ class RecordReader:
                 yield chunk
             if timing and not first_chunk:
                 read, other = end - begin, clock() - end  # other: the consumer's transforms
-                per_record.append(read / len(chunk[1]))
+                per_record.append(read / len(chunk[1]) / 1e9)  # clock() counts nanoseconds
                 shares.append(read / max(read + other, 1e-9))
             first_chunk = False
             size = min(_MAX_CHUNK, size * 2)

@@ -9,12 +9,7 @@ from __future__ import annotations
 
 from grainlite.sources.array_record import ArrayRecordDataSource
 from grainlite.sources.in_memory import InMemoryDataSource, SharedMemoryDataSource
-from grainlite.sources.protocol import (
-    RandomAccessDataSource,
-    RecordKeyOutOfRangeError,
-    read_many,
-    source_repr,
-)
+from grainlite.sources.protocol import RandomAccessDataSource, RecordKeyOutOfRangeError
 from grainlite.sources.range import RangeArgumentError, RangeDataSource
 
 __all__ = [
@@ -25,6 +20,4 @@ __all__ = [
     "RangeDataSource",
     "RecordKeyOutOfRangeError",
     "SharedMemoryDataSource",
-    "read_many",
-    "source_repr",
 ]

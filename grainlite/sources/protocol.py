@@ -2,18 +2,19 @@
 
 A data source is anything with ``len()`` and ``source[key]`` (Grain's ``RandomAccessDataSource``).
 Sources that can read a whole batch of keys in one call cheaper than one by one add
-``__getitems__(keys) -> list``; :func:`read_many` picks that path when it exists, so the loader
-never has to ask.
+``__getitems__(keys) -> list``; :func:`read_many`, the one block read of the DataLoader and the
+Dataset API, picks that path when it exists and names the record key a read fails on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable
 from typing import Any, Protocol, SupportsIndex, TypeVar, runtime_checkable
 
 import numpy as np
 
-from grainlite.errors import RecordKeyOutOfRangeError
+from grainlite.errors import CorruptedDataError, RecordKeyOutOfRangeError
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -77,29 +78,81 @@ def source_repr(source: Any) -> str:
     return repr(source)
 
 
-def read_many(source: Any) -> Callable[[Sequence[int]], list[Any]]:
-    """The fastest way to read a batch of keys from ``source``: ``read(keys) -> list``.
+def read_many(source: Any) -> Callable[[list[int]], list[Any]]:
+    """The block read of both APIs: ``read(keys) -> list`` of the records, in the keys' order.
 
     It is the source's own ``__getitems__`` where it has one (ArrayRecord, in-memory and range
     sources read a batch far cheaper than key by key), else one ``source[key]`` per key. Look it
-    up once per source and call it per batch.
+    up once per source and call it per block. An error of the source gets a note naming the
+    record key it failed on (``record keys a..b`` where a batched read failed), and for an
+    ``IndexError`` the source's ``len()`` and the fix; a file of the source that does not exist
+    becomes a :class:`~grainlite.errors.CorruptedDataError` naming it (see :func:`_named`).
 
     Args:
       source: any random-access data source.
 
     Returns:
-      A function taking a sequence of int keys and returning the records in the same order.
+      A function taking a list of int keys and returning the records in the same order.
     """
     getitems = getattr(source, "__getitems__", None)
+    getitem = source.__getitem__
     if getitems is not None:
 
-        def read_batched(keys: Sequence[int]) -> list[Any]:
-            return list(getitems(keys))
+        def read_batched(keys: list[int]) -> list[Any]:
+            try:
+                return list(getitems(keys))
+            except Exception as error:
+                raise _named(error, source, keys) from None
 
         return read_batched
-    getitem = source.__getitem__
 
-    def read_one_by_one(keys: Sequence[int]) -> list[Any]:
-        return [getitem(key) for key in keys]
+    def read_one_by_one(keys: list[int]) -> list[Any]:
+        try:
+            return list(map(getitem, keys))
+        except Exception:
+            pass
+        data = []  # again one by one, to name the record that fails
+        for key in keys:
+            try:
+                data.append(getitem(key))
+            except Exception as error:
+                raise _named(error, source, [key]) from None
+        return data
 
     return read_one_by_one
+
+
+# array_record's error when a file of the source is gone (e.g. a TFDS shard deleted or not copied).
+_MISSING_FILE = re.compile(r"open\(\) failed: No such file or directory; opening (\S+)")
+
+
+def _named(error: Exception, source: Any, keys: list[int]) -> Exception:
+    """``error`` with a note naming the record(s) the source failed on and the usual fix.
+
+    A file of the source that does not exist becomes a CorruptedDataError (a RuntimeError, as
+    array_record raises) naming the file, the first record in it and what to do.
+    """
+    missing = _MISSING_FILE.search(str(error)) if isinstance(error, RuntimeError) else None
+    if missing and len(keys) > 1:  # a block failed: name its first record in the missing file
+        for key in keys:
+            try:
+                source[key]
+            except RuntimeError:
+                keys = [key]
+                break
+    what = f"record key {keys[0]}" if len(keys) == 1 else f"record keys {keys[0]}..{keys[-1]}"
+    note = f"grainlite: the data source {type(source).__name__} failed reading {what}"
+    if missing:
+        return CorruptedDataError(
+            f"The data source {type(source).__name__} failed reading {what}: its file "
+            f"{missing[1]!r} does not exist ({error}). A dataset copied or "
+            f"prepared only in part lacks files: copy it again, or rebuild it (TFDS: delete its "
+            f"version folder and run download_and_prepare again)."
+        )
+    if isinstance(error, IndexError):
+        note += (
+            f"; its len() is {len(source)}: if __getitem__ serves fewer records, fix __len__ (the "
+            f"sampler reads keys 0..len-1)"
+        )
+    error.add_note(note + ".")
+    return error

@@ -10,7 +10,7 @@ The rules, in order (each has a test that builds the situation for real):
    a transform or batch (by class name): run it in (more) worker processes, up to the CPUs this
    process may use (:func:`~grainlite.cpus.usable_cpu_count`), or make it cheaper when every
    CPU has a worker; a read: reader threads (``ReadOptions``) if a record takes more than
-   :data:`SLOW_READ_S` to read, and workers; the transport: put the
+   :data:`~grainlite.options.READ_POLICY`'s 20 µs to read, and workers; the transport: put the
    Batch in the workers and keep elements numpy arrays; a Dataset API node that runs in the
    consumer's process above ``mp_prefetch``: move it below.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from grainlite.options import READ_POLICY
 from grainlite.stats.counters import REPORT_EVERY_S
 
 if TYPE_CHECKING:
@@ -26,9 +27,6 @@ if TYPE_CHECKING:
 
 CONSUMER_BOUND_WAIT = 0.10
 """Below this share of wall time spent waiting for data, the consumer is the slow side."""
-
-SLOW_READ_S = 20e-6
-"""Reads slower than this per record can gain from reader threads (the reader's own rule)."""
 
 
 def _more_workers(stats: Stats) -> str:
@@ -98,7 +96,7 @@ def diagnose(stats: Stats) -> str:
         return f"{what} `{worst.name}` takes {share} ({waiting}); {_more_workers(stats)}."
     if worst.kind == "read":
         per_record = worst.seconds_per_element
-        if per_record < SLOW_READ_S:  # reader threads would not start (grainlite.loader.reader)
+        if per_record < READ_POLICY.slow_read_s:  # reader threads would not start
             return (
                 f"`{worst.name}` takes {share} ({waiting}) although each record reads fast "
                 f"({per_record * 1e6:.1f} µs): the rest of the pipeline is cheaper still; "

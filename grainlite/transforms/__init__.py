@@ -1,9 +1,10 @@
-"""Transforms and batching: the classes users subclass, ``Batch`` and ``make_batch``.
+"""Transforms and batching: the classes users subclass, and ``Batch``.
 
 This is also Grain's ``grain.transforms``: ``Map``, ``RandomMap``, ``TfRandomMap``, ``Filter``,
 ``FlatMap``, ``MapWithIndex``, ``Batch``, ``DatasetSelectionMap``, ``Transformation`` and
 ``Transformations``, each the same object as its ``grain.python`` spelling (``Map is
-MapTransform``).
+MapTransform``). The machinery behind them (``transforms.base.classify``,
+``transforms.batch.make_batch``) stays in its modules.
 """
 
 from grainlite.transforms.base import (
@@ -20,9 +21,8 @@ from grainlite.transforms.base import (
     TfRandomMap,
     Transformation,
     Transformations,
-    classify,
 )
-from grainlite.transforms.batch import Batch, make_batch
+from grainlite.transforms.batch import Batch
 from grainlite.transforms.selection import DatasetSelectionMap
 
 __all__ = [
@@ -41,6 +41,4 @@ __all__ = [
     "TfRandomMap",
     "Transformation",
     "Transformations",
-    "classify",
-    "make_batch",
 ]

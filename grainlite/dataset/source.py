@@ -3,7 +3,9 @@
 Both are random access with Grain's index rule: ``ds[i]`` is element ``i % len(ds)``, so indices
 past the end (and negative ones) wrap around, which is what lets ``repeat`` and the endless epoch
 views above read any index. Both answer a block of indices at once (:meth:`_getitems`): the source
-through its batched read (``__getitems__``) where it has one, the range with numpy arithmetic.
+through :func:`~grainlite.sources.protocol.read_many` (its batched ``__getitems__`` where it has
+one; an error of the source names the record key it failed on, as in the DataLoader), the range
+with numpy arithmetic.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from grainlite.dataset.base import MapDataset
 from grainlite.errors import GrainliteTypeError, NotSequentialSliceError
+from grainlite.sources.protocol import read_many
 
 
 def sequential_share(sl: builtins.slice, length: int) -> tuple[int, int]:
@@ -42,7 +45,8 @@ def check_sequential(sequential_slice: bool, node: str) -> None:
 
 
 class _Window:
-    """Records ``[start, stop)`` of a random-access source, read through the source."""
+    """Records ``[start, stop)`` of a random-access source, read through the source (blocks are
+    read from the source itself, by :meth:`SourceMapDataset._getitems`)."""
 
     def __init__(self, source: Any, start: int, stop: int) -> None:
         self.source, self.start, self.stop = source, start, stop
@@ -52,11 +56,6 @@ class _Window:
 
     def __getitem__(self, index: int) -> Any:
         return self.source[self.start + index]
-
-    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
-        keys = [self.start + i for i in indices]
-        getitems = getattr(self.source, "__getitems__", None)
-        return list(getitems(keys)) if getitems is not None else [self.source[k] for k in keys]
 
 
 def as_index(index: Any, node: str) -> int:
@@ -118,10 +117,13 @@ class SourceMapDataset(MapDataset):
         if isinstance(self._source, np.ndarray):  # one fancy-indexing read
             return list(self._source[keys_array])
         keys = keys_array.tolist()
-        getitems = getattr(self._source, "__getitems__", None)
-        if getitems is not None:  # a batched read (ArrayRecord, in-memory and range sources)
-            return list(getitems(keys))
-        return list(map(self._source.__getitem__, keys))
+        source = self._source
+        if isinstance(source, _Window):  # read the records themselves, named by their own keys
+            keys = [source.start + key for key in keys]
+            source = source.source
+        # The block read of both APIs: batched where the source can (ArrayRecord, in-memory and
+        # range sources), a note naming the record key where the source fails.
+        return read_many(source)(keys)
 
     def set_slice(self, sl: builtins.slice, sequential_slice: bool = False) -> None:
         """Keeps only worker ``sl.start`` of ``sl.step``'s contiguous block of records (in place).
