@@ -29,13 +29,13 @@ if TYPE_CHECKING:
     )
     from grainlite.dataset.experimental.elastic_iterator import ElasticIterator
     from grainlite.dataset.experimental.interleave import InterleaveIterDataset
+    from grainlite.dataset.experimental.limit import LimitIterDataset
     from grainlite.dataset.experimental.packing import (
         BestFitPackIterDataset,
         FirstFitPackIterDataset,
     )
     from grainlite.dataset.experimental.parquet import ParquetIterDataset
     from grainlite.dataset.experimental.rebatch import RebatchIterDataset, batch_and_pad
-    from grainlite.dataset.experimental.repeat_limit import LimitIterDataset, RepeatIterDataset
     from grainlite.dataset.experimental.tfrecord import TFRecordIterDataset
     from grainlite.dataset.experimental.thread_prefetch import (
         ThreadPrefetchDatasetIterator,
@@ -55,7 +55,8 @@ if TYPE_CHECKING:
         WithOptionsIterDataset,
     )
     from grainlite.dataset.performance_config import PerformanceConfig, pick_performance_config
-    from grainlite.dataset.seeding import RngPool
+    from grainlite.dataset.repeat import RepeatIterDataset
+    from grainlite.dataset.seed import RngPool
     from grainlite.device.dataset import device_put
     from grainlite.transforms.pack_and_batch import PackAndBatchOperation
     from grainlite.transforms.packing.layout import non_sequence_meta_features
@@ -73,7 +74,7 @@ LAZY_NAMES = {
     "get_element_spec": "grainlite.dataset.element_spec",
     "PerformanceConfig": "grainlite.dataset.performance_config",
     "pick_performance_config": "grainlite.dataset.performance_config",
-    "RngPool": "grainlite.dataset.seeding",
+    "RngPool": "grainlite.dataset.seed",
     "ShapeDtypeStruct": "grainlite.dataset.element_spec",
     "ShapeDtypeStructProtocol": "grainlite.dataset.element_spec",
     "BOSHandling": "grainlite.dataset.experimental.concat_then_split",
@@ -87,10 +88,10 @@ LAZY_NAMES = {
     "device_put": "grainlite.device.dataset",
     "ElasticIterator": "grainlite.dataset.experimental.elastic_iterator",
     "InterleaveIterDataset": "grainlite.dataset.experimental.interleave",
-    "LimitIterDataset": "grainlite.dataset.experimental.repeat_limit",
+    "LimitIterDataset": "grainlite.dataset.experimental.limit",
     "ParquetIterDataset": "grainlite.dataset.experimental.parquet",
     "RebatchIterDataset": "grainlite.dataset.experimental.rebatch",
-    "RepeatIterDataset": "grainlite.dataset.experimental.repeat_limit",
+    "RepeatIterDataset": "grainlite.dataset.repeat",
     "TFRecordIterDataset": "grainlite.dataset.experimental.tfrecord",
     "ThreadPrefetchDatasetIterator": "grainlite.dataset.experimental.thread_prefetch",
     "ThreadPrefetchIterDataset": "grainlite.dataset.experimental.thread_prefetch",

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset import seeding
 from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map import parent_getitems
+from grainlite.dataset.seed import node_seed
 from grainlite.dataset.sources import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array
 
@@ -40,7 +40,7 @@ class ShuffleMapDataset(MapDataset):
 
     def __init__(self, parent: MapDataset, *, seed: int | None = None) -> None:
         super().__init__(parent)
-        seed = seeding.node_seed(self, seed, "shuffle")
+        seed = node_seed(self, seed, "shuffle")
         if not 0 <= seed <= _MASK32:
             raise GrainliteValueError(
                 f"Seed must be an integer between 0 and 2**32-1 (got seed={seed}); pass a "

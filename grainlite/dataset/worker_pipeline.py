@@ -85,7 +85,7 @@ class DatasetPipeline(PipelineBase):
         shared memory (as the DataLoader's last Batch does), not copied there after. That is an
         ``IterDataset.batch`` last, or a ``MapDataset.batch`` that ``to_iter_dataset()`` reads
         last (:class:`_RowsLater`); both with the default batch function."""
-        from grainlite.dataset import batching
+        from grainlite.dataset import batch as batching
 
         node = self.dataset
         if type(node) is batching.BatchIterDataset:
@@ -268,7 +268,7 @@ class _RowsLater:
 def _stack_later(values: list[Any]) -> Any:
     """The worker's ``batch_fn`` for a default ``MapDataset.batch`` right under the reader: a
     :class:`_RowsLater` where rows take the elements, else the stacked batch (errors included)."""
-    from grainlite.dataset import batching
+    from grainlite.dataset import batch as batching
 
     rows = BatchRows.layout(values[0]) if values else None
     if rows is not None and rows.takes_all(values[1:]):
@@ -279,7 +279,9 @@ def _stack_later(values: list[Any]) -> Any:
 def _map_batch_read_last(dataset: IterDataset) -> Any:
     """The default ``MapDataset.batch`` that ``dataset`` (a ``to_iter_dataset()``) reads
     directly, through slices only, so nothing sees its batches before they are sent; else None."""
-    from grainlite.dataset import batching, slicing, to_iter
+    from grainlite.dataset import batch as batching
+    from grainlite.dataset import slice as slicing
+    from grainlite.dataset import to_iter
 
     if type(dataset) is not to_iter.PrefetchIterDataset:
         return None
@@ -301,7 +303,7 @@ def _fill_rows_when_sent(dataset: IterDataset) -> None:
 
 def _stack_into(iterator: Any, allocate: Callable[..., Any]) -> None:
     """Makes the last node's batch iterator stack into ``allocate``'s shared memory."""
-    from grainlite.dataset import batching
+    from grainlite.dataset import batch as batching
 
     if type(iterator) is batching.BatchDatasetIterator and iterator._batch_fn is batching.stack:
         iterator._batch_fn = functools.partial(_stack, allocate=allocate)
@@ -310,7 +312,7 @@ def _stack_into(iterator: Any, allocate: Callable[..., Any]) -> None:
 def _stack(values: list[Any], allocate: Callable[..., Any]) -> Any:
     """:func:`~grainlite.transforms.batch.make_batch` into shared memory; a failure is raised
     by the batch node's own stacking function, with its hints."""
-    from grainlite.dataset import batching
+    from grainlite.dataset import batch as batching
 
     try:
         return make_batch(values, allocate)

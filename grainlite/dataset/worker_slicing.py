@@ -90,7 +90,7 @@ def batch_block(root: IterDataset) -> int:
     between ``root`` and the ``to_iter_dataset`` only batches and nodes that are ``one_to_one``,
     and no node that leaves or may leave ``None`` holes in the ``MapDataset`` below it (the one
     rule of :func:`~grainlite.dataset.base.first_hole_maker`)."""
-    from grainlite.dataset.batching import BatchIterDataset
+    from grainlite.dataset.batch import BatchIterDataset
 
     block, drops, node = 1, False, root
     while True:
@@ -113,7 +113,7 @@ def drops_a_partial_batch_per_worker(root: IterDataset, workers: int) -> bool:
     because the batch rule above cannot apply (a filter, flat map or user's node lies under a
     ``batch(drop_remainder=True)``): then up to ``workers - 1`` more partial batches are lost
     than with one worker."""
-    from grainlite.dataset.batching import BatchIterDataset
+    from grainlite.dataset.batch import BatchIterDataset
 
     if workers <= 1 or batch_block(root) > 1:
         return False
