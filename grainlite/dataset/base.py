@@ -124,6 +124,10 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
     # defined outside grainlite that does not declare it. Asked through first_hole_maker().
     leaves_holes: ClassVar[bool | None] = False
 
+    # Whether this node permutes its parent differently in each epoch of an endless view (a
+    # shuffle): a slice above it then wraps within itself (see grainlite.dataset.slice).
+    reshuffles_each_epoch: ClassVar[bool] = False
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         declared = "leaves_holes" in vars(cls) or _declared_by_grainlite(cls)

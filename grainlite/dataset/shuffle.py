@@ -38,6 +38,8 @@ class ShuffleMapDataset(MapDataset):
       ValueError: no seed at all, or one outside ``[0, 2**32 - 1]`` (Grain's rule).
     """
 
+    reshuffles_each_epoch = True
+
     def __init__(self, parent: MapDataset, *, seed: int | None = None) -> None:
         super().__init__(parent)
         seed = node_seed(self, seed, "shuffle")

@@ -85,10 +85,11 @@ class PrefetchIterDataset(IterDataset):
       read_options: reader threads and read-ahead depth (``ReadOptions``; Grain's defaults).
       allow_nones: yield the ``None`` holes of a filter instead of skipping them.
 
-    Worker slicing (for ``mp_prefetch``): :meth:`with_parent_slice` returns a copy of this node
-    that reads ``parent.slice(sl)`` instead of ``parent``, so worker ``w`` of ``W`` can read the
-    elements ``[w::W]`` (or a contiguous range); its ``next_index`` counts positions within that
-    slice, as Grain's workers do.
+    Worker slicing (for ``mp_prefetch``): :meth:`set_slice` (Grain's hook) and
+    :meth:`set_block_share` make this node read a share of ``parent`` in place, and
+    :meth:`with_parent_slice` returns a copy that reads ``parent.slice(sl)``, so worker ``w`` of
+    ``W`` can read the elements ``[w::W]`` (or a contiguous range); its ``next_index`` counts
+    positions within that share, as Grain's workers do.
     """
 
     def __init__(
@@ -113,6 +114,39 @@ class PrefetchIterDataset(IterDataset):
         clone = copy.copy(self)
         clone._parents = (self._parent.slice(sl),)
         return clone
+
+    def set_slice(self, sl: builtins.slice, sequential_slice: bool = False) -> None:
+        """Grain's in-place slicing hook: from now on this node reads ``parent.slice(sl)``.
+
+        With ``sequential_slice``, ``sl`` is ``slice(worker, None, workers)`` and the node reads
+        that worker's contiguous range instead (sized as ``numpy.array_split`` sizes them).
+        """
+        if sequential_slice:
+            self.set_block_share(1, sl.start or 0, sl.step or 1, sequential=True)
+        else:
+            self._parents = (self._parent.slice(sl),)
+
+    def set_block_share(
+        self, block: int, worker: int, workers: int, sequential: bool = False
+    ) -> None:
+        """Makes this node read worker ``worker`` of ``workers``'s share of its ``MapDataset``,
+        in place: blocks of ``block`` consecutive indices, block ``k`` going to worker
+        ``k % workers`` (with ``sequential``, the worker's contiguous run of blocks). ``block``
+        is 1, element by element (Grain's share), except under ``mp_prefetch``'s batch rule
+        (google/grain#1129, :mod:`grainlite.dataset.worker_slicing`)."""
+        from grainlite.dataset.sources import sequential_share
+
+        parent = self._parent
+        if sequential:
+            blocks = -(-len(parent) // block)
+            start, stop = sequential_share(builtins.slice(worker, None, workers), blocks)
+            self.set_slice(builtins.slice(start * block, stop * block))
+        elif block == 1:
+            self.set_slice(builtins.slice(worker, None, workers))
+        else:
+            from grainlite.dataset.slice import BlockStrideMapDataset
+
+            self._parents = (BlockStrideMapDataset(parent, block, worker, workers),)
 
     def __iter__(self) -> PrefetchDatasetIterator:
         return PrefetchDatasetIterator(self)
