@@ -253,6 +253,20 @@ def test_with_parent_slice_reads_a_workers_share_and_counts_within_it():
     assert iterator.get_state() == {"next_index": 1}
 
 
+@pytest.mark.parametrize("sequential", [False, True])
+def test_set_slice_gives_each_worker_grains_share_in_place(sequential):
+    def shares(lib):
+        out = []
+        for worker in range(3):
+            ds = lib.MapDataset.range(10).filter(_odd).to_iter_dataset()
+            ds.set_slice(slice(worker, None, 3), sequential)
+            iterator = iter(ds)
+            out.append((list(iterator), iterator.get_state()))
+        return out
+
+    assert shares(gd) == shares(grain)
+
+
 def test_set_state_while_threads_read_ahead_restarts_from_the_new_position():
     iterator = iter(MapDataset.source(_SlowSource(3000)).to_iter_dataset())
     for _ in range(300):
