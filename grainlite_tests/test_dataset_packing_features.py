@@ -174,3 +174,51 @@ def test_get_packed_batch_size_bytes_reports_grains_round_buffers_once_a_round_i
         next(iterator)
         sizes.append(iterator.get_packed_batch_size_bytes())
     assert sizes[0] == sizes[1] > 0
+
+
+COUNTS = {
+    "num_packing_bins": lambda v: {"length_struct": {"inputs": 6}, "num_packing_bins": v},
+    "length_struct": lambda v: {"length_struct": {"inputs": v}, "num_packing_bins": 2},
+}
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("argument", COUNTS)
+@pytest.mark.parametrize("value", [2.0, True, 2.5, "2"], ids=["float", "bool", "fraction", "str"])
+def test_a_count_that_is_no_integer_is_a_type_error_as_in_grain(name, argument, value):
+    options = COUNTS[argument](value)
+    with pytest.raises(TypeError):  # Grain: at the first next()
+        list(getattr(grain.experimental, name)(stream(grain, [1, 2]), **options))
+    with pytest.raises(TypeError) as error:  # grainlite: at construction, naming the fix
+        getattr(grainlite.experimental, name)(stream(grainlite, [1, 2]), **options)
+    assert f"{argument}" in str(error.value) and "pass an int >= 1" in str(error.value)
+    assert isinstance(error.value, grainlite.errors.GrainliteError)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("argument", COUNTS)
+@pytest.mark.parametrize("value", [0, -1, np.int64(0)], ids=["zero", "negative", "numpy-zero"])
+def test_a_count_below_one_is_a_value_error_as_in_grain(name, argument, value):
+    options = COUNTS[argument](value)
+    with pytest.raises(ValueError):
+        list(getattr(grain.experimental, name)(stream(grain, [1, 2]), **options))
+    with pytest.raises(ValueError, match=f"{argument}.* must be a positive int \\(got "):
+        getattr(grainlite.experimental, name)(stream(grainlite, [1, 2]), **options)
+
+
+@pytest.mark.parametrize("value", [2.0, True])
+def test_concat_then_split_and_pack_and_batch_refuse_a_count_that_is_no_integer_with_a_type_error(
+    value,
+):
+    with pytest.raises(TypeError):  # Grain: at the first next()
+        list(
+            grain.experimental.ConcatThenSplitIterDataset(
+                stream(grain, [1]), length_struct={"inputs": value, "targets": 4}
+            )
+        )
+    with pytest.raises(TypeError, match=r"length_struct\['inputs'\] must be an int"):
+        grainlite.experimental.ConcatThenSplitIterDataset(
+            stream(grainlite, [1]), length_struct={"inputs": value, "targets": 4}
+        )
+    with pytest.raises(TypeError, match="batch_size must be an int"):
+        grainlite.experimental.PackAndBatchOperation(length_struct={"inputs": 4}, batch_size=value)

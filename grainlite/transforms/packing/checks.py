@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.checks import int_option
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.transforms.packing.layout import (
     PackSpec,
@@ -86,6 +87,11 @@ def make_spec(
             where = "".join(f"[{key!r}]" for key in (name, *path))
             names.append(name)
             paths.append(path)
+            if leaf is None:  # a ValueError, as Grain's (its tree of lengths has a hole)
+                raise GrainliteValueError(
+                    f"{owner} length_struct{where} is None; give each feature a target length "
+                    "(an int >= 1), or leave the feature out of length_struct."
+                )
             lengths.append(check_count(owner, f"length_struct{where}", leaf))
     features = tuple(names)
     alignments = _per_feature(owner, "pack_alignment_struct", alignment_struct, features, 1)
@@ -125,12 +131,18 @@ def check_segmentable(spec: PackSpec) -> None:
 
 
 def check_count(owner: str, argument: str, value: Any) -> int:
-    """``value`` as a positive int, or a ValueError naming ``argument``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise GrainliteValueError(
-            f"{owner} {argument} must be a positive int (got {value!r}); pass an int >= 1."
-        )
-    return int(value)
+    """``value`` as a positive int (:func:`grainlite.checks.int_option`), naming ``argument``.
+
+    What is no integer (``2.0``, ``True``, a string) is a TypeError and a value below 1 a
+    ValueError: the types Grain raises for them (at its first ``next()``; here at once).
+    """
+    where = f"{owner} {argument}".replace("{", "{{").replace("}", "}}")
+    return int_option(
+        value,
+        1,
+        wrong_type=f"{where} must be an int (got {{type}} {{value}}); pass an int >= 1.",
+        too_small=f"{where} must be a positive int (got {{value}}); pass an int >= 1.",
+    )
 
 
 def check_max_sequences(owner: str, value: Any) -> int | None:
