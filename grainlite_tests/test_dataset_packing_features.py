@@ -40,7 +40,7 @@ def test_non_sequence_meta_features_names_the_meta_features_a_packer_carries_as_
 
 
 @pytest.mark.parametrize("name", PACKERS)
-@pytest.mark.parametrize("limit", [0, -1, 2.0, True])
+@pytest.mark.parametrize("limit", [0, -1, np.int64(0), -0.5])
 def test_a_max_sequences_per_bin_below_one_is_a_value_error_in_grains_words_with_the_fix(
     name, limit
 ):
@@ -222,3 +222,23 @@ def test_concat_then_split_and_pack_and_batch_refuse_a_count_that_is_no_integer_
         )
     with pytest.raises(TypeError, match="batch_size must be an int"):
         grainlite.experimental.PackAndBatchOperation(length_struct={"inputs": 4}, batch_size=value)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("limit", [True, 2.0, 1.5, 2.5, np.int32(2)])
+def test_a_max_sequences_per_bin_grain_accepts_gives_grains_rows(name, limit):
+    items = [sequence(i, n) for i, n in enumerate([1, 2, 3, 1, 1, 1, 2, 1])]
+    options = {"length_struct": {"inputs": 8, "targets": 8}, "num_packing_bins": 2}
+    ours = _rows(grainlite, name, items, max_sequences_per_bin=limit, **options)
+    assert ours == _rows(grain, name, items, max_sequences_per_bin=limit, **options)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+def test_a_max_sequences_per_bin_that_is_no_number_is_a_type_error_as_in_grain(name):
+    options = {"length_struct": {"inputs": 6}, "num_packing_bins": 2, "max_sequences_per_bin": "2"}
+    with pytest.raises(TypeError):
+        getattr(grain.experimental, name)(stream(grain, [1]), **options)
+    with pytest.raises(
+        TypeError, match=r"`max_sequences_per_bin` must be a number \(got str '2'\)"
+    ):
+        getattr(grainlite.experimental, name)(stream(grainlite, [1]), **options)

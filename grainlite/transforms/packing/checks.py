@@ -8,13 +8,15 @@ Grain 0.2.18's packers accept flat dicts of numpy arrays only; where Grain fails
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from grainlite.checks import int_option
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
 from grainlite.transforms.packing.layout import (
     PackSpec,
     column_values,
@@ -146,15 +148,26 @@ def check_count(owner: str, argument: str, value: Any) -> int:
 
 
 def check_max_sequences(owner: str, value: Any) -> int | None:
-    """``max_sequences_per_bin``: None, or a positive int; a ValueError with Grain's wording."""
+    """``max_sequences_per_bin``: None, or the most sequences a row takes.
+
+    Grain takes any real number above 0 (``True`` is 1; a row is full once it holds at least
+    ``value`` sequences, so ``1.5`` allows 2): the same here, as ``ceil(value)``. Anything else is
+    a TypeError, a number not above 0 (or not finite) a ValueError with Grain's wording.
+    """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+    if not isinstance(value, numbers.Real):
+        raise GrainliteTypeError(
+            f"{owner}: `max_sequences_per_bin` must be a number (got {type(value).__name__} "
+            f"{shown(value)}). Pass an int >= 1, or None for no limit on the sequences of a row."
+        )
+    number = int(value) if isinstance(value, numbers.Integral) else float(value)
+    if not number > 0 or number == math.inf:
         raise GrainliteValueError(
             f"{owner}: If specified, `max_sequences_per_bin` must be a positive integer, but got "
-            f"{value!r:.200}. Pass an int >= 1, or None for no limit on the sequences of a row."
+            f"{shown(value)}. Pass an int >= 1, or None for no limit on the sequences of a row."
         )
-    return int(value)
+    return math.ceil(number)
 
 
 def check_group_by(owner: str, feature: str | None, spec: PackSpec) -> None:
