@@ -242,3 +242,28 @@ def test_a_max_sequences_per_bin_that_is_no_number_is_a_type_error_as_in_grain(n
         TypeError, match=r"`max_sequences_per_bin` must be a number \(got str '2'\)"
     ):
         getattr(grainlite.experimental, name)(stream(grainlite, [1]), **options)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("alignment", [True, 2.0, np.float32(3.0)])
+def test_an_alignment_grain_accepts_as_a_whole_number_gives_grains_rows(name, alignment):
+    items = [sequence(i, n) for i, n in enumerate([1, 2, 3, 1, 1, 1, 2, 1])]
+    options = {
+        "length_struct": {"inputs": 8, "targets": 8},
+        "num_packing_bins": 2,
+        "pack_alignment_struct": {"inputs": alignment, "targets": 1},
+    }
+    assert _rows(grainlite, name, items, **options) == _rows(grain, name, items, **options)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+def test_a_fractional_alignment_is_a_value_error_naming_the_fix(name):
+    with pytest.raises(
+        ValueError, match=r"pack_alignment_struct\['inputs'\] must be a whole number"
+    ):
+        getattr(grainlite.experimental, name)(
+            stream(grainlite, [1]),
+            length_struct={"inputs": 8, "targets": 8},
+            num_packing_bins=2,
+            pack_alignment_struct={"inputs": 2.5},
+        )

@@ -98,7 +98,7 @@ def make_spec(
     features = tuple(names)
     alignments = _per_feature(owner, "pack_alignment_struct", alignment_struct, features, 1)
     alignments = [
-        check_count(owner, f"pack_alignment_struct[{name!r}]", _below(value, path, 1))
+        check_alignment(owner, f"pack_alignment_struct[{name!r}]", _below(value, path, 1))
         for name, path, value in zip(features, paths, alignments)
     ]
     padding = _per_feature(owner, "padding_struct", padding_struct, features, 0)
@@ -145,6 +145,26 @@ def check_count(owner: str, argument: str, value: Any) -> int:
         wrong_type=f"{where} must be an int (got {{type}} {{value}}); pass an int >= 1.",
         too_small=f"{where} must be a positive int (got {{value}}); pass an int >= 1.",
     )
+
+
+def check_alignment(owner: str, argument: str, value: Any) -> int:
+    """A ``pack_alignment_struct`` entry as a positive int.
+
+    Grain takes ``True`` (1) and a whole float (``2.0`` is 2) here, so grainlite does too. A
+    fraction, which Grain accepts but which misplaces its tokens and segment ids, is a
+    ValueError; anything else is :func:`check_count`'s.
+    """
+    if isinstance(value, bool):
+        value = int(value)
+    elif isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        number = float(value)
+        if not number.is_integer():
+            raise GrainliteValueError(
+                f"{owner} {argument} must be a whole number (got {shown(value)}): a fractional "
+                "alignment misplaces the tokens of a row; pass an int >= 1."
+            )
+        value = int(number)
+    return check_count(owner, argument, value)
 
 
 def check_max_sequences(owner: str, value: Any) -> int | None:
