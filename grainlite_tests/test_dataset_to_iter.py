@@ -11,6 +11,7 @@ import threading
 import time
 
 import grain
+import numpy as np
 import pytest
 
 import grainlite
@@ -107,6 +108,23 @@ def test_bad_states_raise_grains_error_types(state, error):
         iter(grain.MapDataset.range(3).to_iter_dataset()).set_state(state)
     with pytest.raises(error):
         iter(MapDataset.range(3).to_iter_dataset()).set_state(state)
+
+
+@pytest.mark.parametrize("next_index", [np.int64(2), np.int32(0)], ids=["int64", "int32"])
+def test_a_numpy_integer_next_index_resumes_where_grains_does(next_index):
+    ours = iter(MapDataset.range(3).to_iter_dataset())
+    theirs = iter(grain.MapDataset.range(3).to_iter_dataset())
+    for it in (ours, theirs):
+        it.set_state({"next_index": next_index})
+    assert [int(x) for x in ours] == [int(x) for x in theirs]
+    assert ours.get_state() == {"next_index": 3} and type(ours.get_state()["next_index"]) is int
+
+
+def test_a_next_index_that_is_no_integer_is_a_type_error_quoting_a_bounded_value():
+    with pytest.raises(TypeError) as raised:
+        iter(MapDataset.range(3).to_iter_dataset()).set_state({"next_index": "7" * 10_000})
+    assert str(raised.value).startswith("Checkpoint `next_index` must be an int (got '777")
+    assert len(str(raised.value)) < 400
 
 
 def test_out_of_range_state_message_names_value_rule_and_fix():

@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from grainlite.checks import int_option, template_filled
 from grainlite.dataset import stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
@@ -328,20 +329,25 @@ class PrefetchDatasetIterator(DatasetIterator):
         self._window_end, self._dropped = next_index + FILTER_WINDOW, 0
 
     def check_state(self, state: dict[str, Any]) -> int:
-        """``state["next_index"]`` if it is an int in ``[0, len(dataset)]``, else Grain's error
-        (a KeyError, a TypeError or an IndexError that is also a ValueError). Reads nothing."""
-        next_index = state["next_index"]
-        if isinstance(next_index, bool) or not isinstance(next_index, int):
-            raise GrainliteTypeError(
-                f"Checkpoint `next_index` must be an int (got {next_index!r} of type "
-                f"{type(next_index).__name__}); pass a state from get_state()."
-            )
-        if not 0 <= next_index <= self._length:
-            raise StateOutOfRangeError(
-                f"Checkpoint `next_index` {next_index} is out of range for dataset of length "
-                f"{self._length}: it must be in [0, {self._length}]; restore a state saved from "
-                "an iterator over this same dataset."
-            )
+        """``state["next_index"]`` if it is an integer (a numpy one too, as in Grain) in
+        ``[0, len(dataset)]``, as an ``int``, else Grain's error (a KeyError, a TypeError or an
+        IndexError that is also a ValueError; :func:`grainlite.checks.int_option`). Reads
+        nothing."""
+        out_of_range = (
+            f"Checkpoint `next_index` {{value}} is out of range for dataset of length "
+            f"{self._length}: it must be in [0, {self._length}]; restore a state saved from an "
+            "iterator over this same dataset."
+        )
+        next_index = int_option(
+            state["next_index"],
+            0,
+            wrong_type="Checkpoint `next_index` must be an int (got {value} of type {type}); pass "
+            "a state from get_state().",
+            too_small=out_of_range,
+            too_small_error=StateOutOfRangeError,
+        )
+        if next_index > self._length:
+            raise StateOutOfRangeError(template_filled(out_of_range, next_index))
         return next_index
 
     @property
