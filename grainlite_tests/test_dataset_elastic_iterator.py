@@ -112,7 +112,7 @@ def test_a_global_next_index_that_is_no_integer_is_a_type_error_as_in_grain(inde
         theirs.set_state({"global_next_index": index})
         next(theirs)
     with pytest.raises(
-        TypeError, match="global_next_index must be an int .*ElasticIterator.get_state"
+        TypeError, match=r"global_next_index must be an int .*ElasticIterator\.get_state"
     ):
         _elastic(grain, 30, 6, 1, 3).set_state({"global_next_index": index})
 
