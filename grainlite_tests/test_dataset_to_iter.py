@@ -261,12 +261,13 @@ def test_context_manager_closes_the_iterator():
     assert _wait_until(lambda: not _reader_threads())
 
 
-def test_with_parent_slice_reads_a_workers_share_and_counts_within_it():
+def test_set_slice_reads_a_workers_share_and_counts_within_it():
     ds = MapDataset.range(10).to_iter_dataset(allow_nones=True)
-    share = ds.with_parent_slice(slice(1, None, 3))
-    assert list(share) == [1, 4, 7] and list(ds) == list(range(10))
-    assert share.allow_nones and share.read_options is ds.read_options
-    iterator = iter(share)
+    options = ds.read_options
+    ds.set_slice(slice(1, None, 3))
+    assert list(ds) == [1, 4, 7]
+    assert ds.allow_nones and ds.read_options is options
+    iterator = iter(ds)
     next(iterator)
     assert iterator.get_state() == {"next_index": 1}
 

@@ -18,7 +18,6 @@ after the failed element (as Grain, which reads element by element).
 from __future__ import annotations
 
 import builtins
-import copy
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -87,9 +86,8 @@ class PrefetchIterDataset(IterDataset):
       allow_nones: yield the ``None`` holes of a filter instead of skipping them.
 
     Worker slicing (for ``mp_prefetch``): :meth:`set_slice` (Grain's hook) and
-    :meth:`set_block_share` make this node read a share of ``parent`` in place, and
-    :meth:`with_parent_slice` returns a copy that reads ``parent.slice(sl)``, so worker ``w`` of
-    ``W`` can read the elements ``[w::W]`` (or a contiguous range); its ``next_index`` counts
+    :meth:`set_block_share` make this node read a share of ``parent`` in place, so worker ``w``
+    of ``W`` reads the elements ``[w::W]`` (or a contiguous range); its ``next_index`` counts
     positions within that share, as Grain's workers do.
     """
 
@@ -109,12 +107,6 @@ class PrefetchIterDataset(IterDataset):
     def allow_nones(self) -> bool:
         """Whether the iterators yield ``None`` holes instead of skipping them."""
         return self._allow_nones
-
-    def with_parent_slice(self, sl: builtins.slice) -> PrefetchIterDataset:
-        """A copy of this node reading ``parent.slice(sl)`` (a worker's share of the indices)."""
-        clone = copy.copy(self)
-        clone._parents = (self._parent.slice(sl),)
-        return clone
 
     def set_slice(self, sl: builtins.slice, sequential_slice: bool = False) -> None:
         """Grain's in-place slicing hook: from now on this node reads ``parent.slice(sl)``.
