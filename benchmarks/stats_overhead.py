@@ -48,7 +48,7 @@ def measure(
 
 def _set_timing(on: bool) -> None:
     """Turns the counters' timing on or off in this process (what GRAINLITE_STATS=0 does)."""
-    from grainlite.dataset import transforms  # noqa: F401  # loads the modules that read it
+    from grainlite.dataset import map as _map  # noqa: F401  # loads the modules that read it
     from grainlite.loader import pipeline
     from grainlite.stats import chain, collect
 

@@ -29,13 +29,13 @@ if _typing.TYPE_CHECKING:
     )
     from grainlite.dataset.experimental.elastic_iterator import ElasticIterator
     from grainlite.dataset.experimental.interleave import InterleaveIterDataset
+    from grainlite.dataset.experimental.limit import LimitIterDataset
     from grainlite.dataset.experimental.packing import (
         BestFitPackIterDataset,
         FirstFitPackIterDataset,
     )
     from grainlite.dataset.experimental.parquet import ParquetIterDataset
     from grainlite.dataset.experimental.rebatch import RebatchIterDataset, batch_and_pad
-    from grainlite.dataset.experimental.repeat_limit import LimitIterDataset, RepeatIterDataset
     from grainlite.dataset.experimental.tfrecord import TFRecordIterDataset
     from grainlite.dataset.experimental.thread_prefetch import (
         ThreadPrefetchDatasetIterator,
@@ -55,7 +55,8 @@ if _typing.TYPE_CHECKING:
         WithOptionsIterDataset,
     )
     from grainlite.dataset.performance_config import PerformanceConfig, pick_performance_config
-    from grainlite.dataset.seeding import RngPool
+    from grainlite.dataset.repeat import RepeatIterDataset
+    from grainlite.dataset.seed import RngPool
     from grainlite.device.dataset import device_put
     from grainlite.sampling.index_shuffle import index_shuffle
     from grainlite.transforms.base import FlatMapTransform, MapWithIndexTransform
@@ -81,8 +82,8 @@ _NAMES = {
     "ParquetIterDataset": "grainlite.dataset.experimental.parquet",
     "RebatchIterDataset": "grainlite.dataset.experimental.rebatch",
     "batch_and_pad": "grainlite.dataset.experimental.rebatch",
-    "LimitIterDataset": "grainlite.dataset.experimental.repeat_limit",
-    "RepeatIterDataset": "grainlite.dataset.experimental.repeat_limit",
+    "LimitIterDataset": "grainlite.dataset.experimental.limit",
+    "RepeatIterDataset": "grainlite.dataset.repeat",
     "TFRecordIterDataset": "grainlite.dataset.experimental.tfrecord",
     "ThreadPrefetchDatasetIterator": "grainlite.dataset.experimental.thread_prefetch",
     "ThreadPrefetchIterDataset": "grainlite.dataset.experimental.thread_prefetch",
@@ -100,7 +101,7 @@ _NAMES = {
     "WithOptionsIterDataset": "grainlite.dataset.options",
     "PerformanceConfig": "grainlite.dataset.performance_config",
     "pick_performance_config": "grainlite.dataset.performance_config",
-    "RngPool": "grainlite.dataset.seeding",
+    "RngPool": "grainlite.dataset.seed",
     "device_put": "grainlite.device.dataset",
     "index_shuffle": "grainlite.sampling.index_shuffle",
     "FlatMapTransform": "grainlite.transforms.base",

@@ -88,3 +88,35 @@ def test_a_global_batch_size_the_shard_count_does_not_divide_is_refused():
     options = grain.sharding.ShardOptions(shard_index=0, shard_count=3)
     with pytest.raises(ValueError, match="Global batch size 4 is not divisible by shard count 3"):
         grain.experimental.ElasticIterator(grain.MapDataset.range(10), 4, options)
+
+
+def test_a_numpy_integer_global_next_index_restores_as_in_grain():
+    def rest(lib, index):
+        restored = _elastic(lib, 30, 6, 1, 3)
+        restored.set_state({"global_next_index": index})
+        return [to_plain(batch) for batch in restored], int(
+            restored.get_state()["global_next_index"]
+        )
+
+    assert rest(grain, np.int64(12)) == rest(real_grain, np.int64(12)) == rest(grain, 12)
+    restored = _elastic(grain, 30, 6, 1, 3)
+    restored.set_state({"global_next_index": np.int32(6)})
+    assert restored.get_state() == {"global_next_index": 6}
+    assert type(restored.get_state()["global_next_index"]) is int
+
+
+@pytest.mark.parametrize("index", [2.0, "2", None], ids=["float", "str", "none"])
+def test_a_global_next_index_that_is_no_integer_is_a_type_error_as_in_grain(index):
+    theirs = _elastic(real_grain, 30, 6, 1, 3)
+    with pytest.raises(TypeError):  # Grain: at the first next()
+        theirs.set_state({"global_next_index": index})
+        next(theirs)
+    with pytest.raises(
+        TypeError, match=r"global_next_index must be an int .*ElasticIterator\.get_state"
+    ):
+        _elastic(grain, 30, 6, 1, 3).set_state({"global_next_index": index})
+
+
+def test_a_negative_global_next_index_is_a_value_error_naming_the_fix():
+    with pytest.raises(ValueError, match=r"global_next_index must be an int >= 0 \(got -1\)"):
+        _elastic(grain, 30, 6, 1, 3).set_state({"global_next_index": -1})

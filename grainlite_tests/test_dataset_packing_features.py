@@ -40,7 +40,7 @@ def test_non_sequence_meta_features_names_the_meta_features_a_packer_carries_as_
 
 
 @pytest.mark.parametrize("name", PACKERS)
-@pytest.mark.parametrize("limit", [0, -1, 2.0, True])
+@pytest.mark.parametrize("limit", [0, -1, np.int64(0), -0.5])
 def test_a_max_sequences_per_bin_below_one_is_a_value_error_in_grains_words_with_the_fix(
     name, limit
 ):
@@ -174,3 +174,96 @@ def test_get_packed_batch_size_bytes_reports_grains_round_buffers_once_a_round_i
         next(iterator)
         sizes.append(iterator.get_packed_batch_size_bytes())
     assert sizes[0] == sizes[1] > 0
+
+
+COUNTS = {
+    "num_packing_bins": lambda v: {"length_struct": {"inputs": 6}, "num_packing_bins": v},
+    "length_struct": lambda v: {"length_struct": {"inputs": v}, "num_packing_bins": 2},
+}
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("argument", COUNTS)
+@pytest.mark.parametrize("value", [2.0, True, 2.5, "2"], ids=["float", "bool", "fraction", "str"])
+def test_a_count_that_is_no_integer_is_a_type_error_as_in_grain(name, argument, value):
+    options = COUNTS[argument](value)
+    with pytest.raises(TypeError):  # Grain: at the first next()
+        list(getattr(grain.experimental, name)(stream(grain, [1, 2]), **options))
+    with pytest.raises(TypeError) as error:  # grainlite: at construction, naming the fix
+        getattr(grainlite.experimental, name)(stream(grainlite, [1, 2]), **options)
+    assert f"{argument}" in str(error.value) and "pass an int >= 1" in str(error.value)
+    assert isinstance(error.value, grainlite.errors.GrainliteError)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("argument", COUNTS)
+@pytest.mark.parametrize("value", [0, -1, np.int64(0)], ids=["zero", "negative", "numpy-zero"])
+def test_a_count_below_one_is_a_value_error_as_in_grain(name, argument, value):
+    options = COUNTS[argument](value)
+    with pytest.raises(ValueError):
+        list(getattr(grain.experimental, name)(stream(grain, [1, 2]), **options))
+    with pytest.raises(ValueError, match=f"{argument}.* must be a positive int \\(got "):
+        getattr(grainlite.experimental, name)(stream(grainlite, [1, 2]), **options)
+
+
+@pytest.mark.parametrize("value", [2.0, True])
+def test_concat_then_split_and_pack_and_batch_refuse_a_count_that_is_no_integer_with_a_type_error(
+    value,
+):
+    with pytest.raises(TypeError):  # Grain: at the first next()
+        list(
+            grain.experimental.ConcatThenSplitIterDataset(
+                stream(grain, [1]), length_struct={"inputs": value, "targets": 4}
+            )
+        )
+    with pytest.raises(TypeError, match=r"length_struct\['inputs'\] must be an int"):
+        grainlite.experimental.ConcatThenSplitIterDataset(
+            stream(grainlite, [1]), length_struct={"inputs": value, "targets": 4}
+        )
+    with pytest.raises(TypeError, match="batch_size must be an int"):
+        grainlite.experimental.PackAndBatchOperation(length_struct={"inputs": 4}, batch_size=value)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("limit", [True, 2.0, 1.5, 2.5, np.int32(2)])
+def test_a_max_sequences_per_bin_grain_accepts_gives_grains_rows(name, limit):
+    items = [sequence(i, n) for i, n in enumerate([1, 2, 3, 1, 1, 1, 2, 1])]
+    options = {"length_struct": {"inputs": 8, "targets": 8}, "num_packing_bins": 2}
+    ours = _rows(grainlite, name, items, max_sequences_per_bin=limit, **options)
+    assert ours == _rows(grain, name, items, max_sequences_per_bin=limit, **options)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+def test_a_max_sequences_per_bin_that_is_no_number_is_a_type_error_as_in_grain(name):
+    options = {"length_struct": {"inputs": 6}, "num_packing_bins": 2, "max_sequences_per_bin": "2"}
+    with pytest.raises(TypeError):
+        getattr(grain.experimental, name)(stream(grain, [1]), **options)
+    with pytest.raises(
+        TypeError, match=r"`max_sequences_per_bin` must be a number \(got str '2'\)"
+    ):
+        getattr(grainlite.experimental, name)(stream(grainlite, [1]), **options)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+@pytest.mark.parametrize("alignment", [True, 2.0, np.float32(3.0)])
+def test_an_alignment_grain_accepts_as_a_whole_number_gives_grains_rows(name, alignment):
+    items = [sequence(i, n) for i, n in enumerate([1, 2, 3, 1, 1, 1, 2, 1])]
+    options = {
+        "length_struct": {"inputs": 8, "targets": 8},
+        "num_packing_bins": 2,
+        "pack_alignment_struct": {"inputs": alignment, "targets": 1},
+    }
+    assert _rows(grainlite, name, items, **options) == _rows(grain, name, items, **options)
+
+
+@pytest.mark.parametrize("name", PACKERS)
+def test_a_fractional_alignment_is_a_value_error_naming_the_fix(name):
+    with pytest.raises(
+        ValueError, match=r"pack_alignment_struct\['inputs'\] must be a whole number"
+    ):
+        getattr(grainlite.experimental, name)(
+            stream(grainlite, [1]),
+            length_struct={"inputs": 8, "targets": 8},
+            num_packing_bins=2,
+            pack_alignment_struct={"inputs": 2.5},
+        )

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import grainlite.dataset as gd
-from grainlite.dataset import seeding
+from grainlite.dataset import seed as seeding
 from grainlite.dataset.base import MapDataset
 
 

@@ -11,6 +11,7 @@ import threading
 import time
 
 import grain
+import numpy as np
 import pytest
 
 import grainlite
@@ -107,6 +108,23 @@ def test_bad_states_raise_grains_error_types(state, error):
         iter(grain.MapDataset.range(3).to_iter_dataset()).set_state(state)
     with pytest.raises(error):
         iter(MapDataset.range(3).to_iter_dataset()).set_state(state)
+
+
+@pytest.mark.parametrize("next_index", [np.int64(2), np.int32(0)], ids=["int64", "int32"])
+def test_a_numpy_integer_next_index_resumes_where_grains_does(next_index):
+    ours = iter(MapDataset.range(3).to_iter_dataset())
+    theirs = iter(grain.MapDataset.range(3).to_iter_dataset())
+    for it in (ours, theirs):
+        it.set_state({"next_index": next_index})
+    assert [int(x) for x in ours] == [int(x) for x in theirs]
+    assert ours.get_state() == {"next_index": 3} and type(ours.get_state()["next_index"]) is int
+
+
+def test_a_next_index_that_is_no_integer_is_a_type_error_quoting_a_bounded_value():
+    with pytest.raises(TypeError) as raised:
+        iter(MapDataset.range(3).to_iter_dataset()).set_state({"next_index": "7" * 10_000})
+    assert str(raised.value).startswith("Checkpoint `next_index` must be an int (got '777")
+    assert len(str(raised.value)) < 400
 
 
 def test_out_of_range_state_message_names_value_rule_and_fix():
@@ -243,14 +261,29 @@ def test_context_manager_closes_the_iterator():
     assert _wait_until(lambda: not _reader_threads())
 
 
-def test_with_parent_slice_reads_a_workers_share_and_counts_within_it():
+def test_set_slice_reads_a_workers_share_and_counts_within_it():
     ds = MapDataset.range(10).to_iter_dataset(allow_nones=True)
-    share = ds.with_parent_slice(slice(1, None, 3))
-    assert list(share) == [1, 4, 7] and list(ds) == list(range(10))
-    assert share.allow_nones and share.read_options is ds.read_options
-    iterator = iter(share)
+    options = ds.read_options
+    ds.set_slice(slice(1, None, 3))
+    assert list(ds) == [1, 4, 7]
+    assert ds.allow_nones and ds.read_options is options
+    iterator = iter(ds)
     next(iterator)
     assert iterator.get_state() == {"next_index": 1}
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+def test_set_slice_gives_each_worker_grains_share_in_place(sequential):
+    def shares(lib):
+        out = []
+        for worker in range(3):
+            ds = lib.MapDataset.range(10).filter(_odd).to_iter_dataset()
+            ds.set_slice(slice(worker, None, 3), sequential)
+            iterator = iter(ds)
+            out.append((list(iterator), iterator.get_state()))
+        return out
+
+    assert shares(gd) == shares(grain)
 
 
 def test_set_state_while_threads_read_ahead_restarts_from_the_new_position():

@@ -102,9 +102,9 @@ class _Dataset:
     @property
     def _default_seed(self) -> int | None:
         """The seed that random nodes without their own ``seed=`` use (from ``.seed(...)``)."""
-        from grainlite.dataset import seeding
+        from grainlite.dataset.seed import default_seed
 
-        return seeding.default_seed(self)
+        return default_seed(self)
 
     def pipe(self, func: Callable[..., S], /, *args: Any, **kwargs: Any) -> S:
         """Returns ``func(self, *args, **kwargs)``: chains a user's function like a method."""
@@ -123,6 +123,10 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
     # FlatMapMapDataset, False for grainlite's other nodes, None (unknown: it may) for a class
     # defined outside grainlite that does not declare it. Asked through first_hole_maker().
     leaves_holes: ClassVar[bool | None] = False
+
+    # Whether this node permutes its parent differently in each epoch of an endless view (a
+    # shuffle): a slice above it then wraps within itself (see grainlite.dataset.slice).
+    reshuffles_each_epoch: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -178,23 +182,23 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
     @staticmethod
     def mix(datasets: Sequence[MapDataset], weights: Sequence[float] | None = None) -> MapDataset:
         """Interleaves ``datasets`` in proportion to ``weights`` (equal by default)."""
-        from grainlite.dataset import combining
+        from grainlite.dataset.mix import MixedMapDataset
 
-        return combining.MixedMapDataset(datasets, weights)
+        return MixedMapDataset(datasets, weights)
 
     @staticmethod
     def concatenate(datasets: Sequence[MapDataset]) -> MapDataset:
         """The elements of each dataset in turn."""
-        from grainlite.dataset import combining
+        from grainlite.dataset.select import ConcatenateMapDataset
 
-        return combining.ConcatenateMapDataset(datasets)
+        return ConcatenateMapDataset(datasets)
 
     @staticmethod
     def select_from_datasets(datasets: Sequence[MapDataset], selection_map: Any) -> MapDataset:
         """Elements picked from ``datasets`` by a :class:`~grainlite.DatasetSelectionMap`."""
-        from grainlite.dataset import combining
+        from grainlite.dataset.select import SelectionMapDataset
 
-        return combining.SelectionMapDataset(datasets, selection_map)
+        return SelectionMapDataset(datasets, selection_map)
 
     # Transformations ------------------------------------------------------------------------
     def batch(
@@ -205,35 +209,33 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
         batch_fn: Callable[[Sequence[T]], S] | None = None,
     ) -> MapDataset:
         """Groups consecutive elements into batches (numpy arrays stacked leaf by leaf)."""
-        from grainlite.dataset import batching
+        from grainlite.dataset.batch import BatchMapDataset
 
-        return batching.BatchMapDataset(
-            self, batch_size, drop_remainder=drop_remainder, batch_fn=batch_fn
-        )
+        return BatchMapDataset(self, batch_size, drop_remainder=drop_remainder, batch_fn=batch_fn)
 
     def filter(self, transform: Any) -> MapDataset[T]:
         """Keeps elements for which ``transform`` is true; the others become ``None`` holes."""
-        from grainlite.dataset import transforms
+        from grainlite.dataset.map import FilterMapDataset
 
-        return transforms.FilterMapDataset(self, transform)
+        return FilterMapDataset(self, transform)
 
     def map(self, transform: Any) -> MapDataset:
         """Applies a ``Map`` (or a plain callable) to each element."""
-        from grainlite.dataset import transforms
+        from grainlite.dataset.map import MapMapDataset
 
-        return transforms.MapMapDataset(self, transform)
+        return MapMapDataset(self, transform)
 
     def random_map(self, transform: Any, *, seed: int | None = None) -> MapDataset:
         """Applies a ``RandomMap`` with a generator that depends only on the seed and the index."""
-        from grainlite.dataset import transforms
+        from grainlite.dataset.map import RandomMapMapDataset
 
-        return transforms.RandomMapMapDataset(self, transform, seed=seed)
+        return RandomMapMapDataset(self, transform, seed=seed)
 
     def map_with_index(self, transform: Any) -> MapDataset:
         """Applies a ``MapWithIndex`` (or a callable of ``(index, element)``)."""
-        from grainlite.dataset import transforms
+        from grainlite.dataset.map import MapWithIndexMapDataset
 
-        return transforms.MapWithIndexMapDataset(self, transform)
+        return MapWithIndexMapDataset(self, transform)
 
     def shuffle(self, seed: int | None = None) -> MapDataset[T]:
         """A global shuffle, bit-exact with Grain's, reshuffled in each epoch of an endless view."""
@@ -243,9 +245,9 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
 
     def seed(self, seed: int) -> MapDataset[T]:
         """Sets the default seed that downstream random nodes without their own seed derive from."""
-        from grainlite.dataset import seeding
+        from grainlite.dataset.seed import with_seed
 
-        return seeding.with_seed(self, seed)
+        return with_seed(self, seed)
 
     def repeat(
         self, num_epochs: int | None = None, *, reseed_each_epoch: bool = True
@@ -259,9 +261,9 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
 
     def slice(self, sl: builtins.slice) -> MapDataset[T]:
         """The elements ``sl`` selects, as a view (``ds[start:stop:step]``)."""
-        from grainlite.dataset import slicing
+        from grainlite.dataset.slice import SliceMapDataset
 
-        return slicing.SliceMapDataset(self, sl)
+        return SliceMapDataset(self, sl)
 
     def apply(self, transformations: Any) -> MapDataset:
         """Applies a transformation or a list of them (Map, RandomMap, Filter, Batch, ...)."""
@@ -310,9 +312,9 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
         weights: Sequence[float] | Mapping[str, float] | None = None,
     ) -> IterDataset:
         """Interleaves ``datasets`` in proportion to ``weights``, until one of them ends."""
-        from grainlite.dataset import combining
+        from grainlite.dataset.mix import MixedIterDataset
 
-        return combining.MixedIterDataset(datasets, weights)
+        return MixedIterDataset(datasets, weights)
 
     def batch(
         self,
@@ -322,41 +324,39 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
         batch_fn: Callable[[Sequence[T]], S] | None = None,
     ) -> IterDataset:
         """Groups consecutive elements into batches (numpy arrays stacked leaf by leaf)."""
-        from grainlite.dataset import batching
+        from grainlite.dataset.batch import BatchIterDataset
 
-        return batching.BatchIterDataset(
-            self, batch_size, drop_remainder=drop_remainder, batch_fn=batch_fn
-        )
+        return BatchIterDataset(self, batch_size, drop_remainder=drop_remainder, batch_fn=batch_fn)
 
     def filter(self, transform: Any) -> IterDataset[T]:
         """Keeps elements for which ``transform`` is true."""
-        from grainlite.dataset import transforms
+        from grainlite.dataset.map import FilterIterDataset
 
-        return transforms.FilterIterDataset(self, transform)
+        return FilterIterDataset(self, transform)
 
     def map(self, transform: Any) -> IterDataset:
         """Applies a ``Map`` (or a plain callable) to each element."""
-        from grainlite.dataset import transforms
+        from grainlite.dataset.map import MapIterDataset
 
-        return transforms.MapIterDataset(self, transform)
+        return MapIterDataset(self, transform)
 
     def random_map(self, transform: Any, *, seed: int | None = None) -> IterDataset:
         """Applies a ``RandomMap`` with a generator derived from the seed and the element count."""
-        from grainlite.dataset import transforms
+        from grainlite.dataset.map import RandomMapIterDataset
 
-        return transforms.RandomMapIterDataset(self, transform, seed=seed)
+        return RandomMapIterDataset(self, transform, seed=seed)
 
     def map_with_index(self, transform: Any) -> IterDataset:
         """Applies a ``MapWithIndex`` (or a callable of ``(index, element)``)."""
-        from grainlite.dataset import transforms
+        from grainlite.dataset.map import MapWithIndexIterDataset
 
-        return transforms.MapWithIndexIterDataset(self, transform)
+        return MapWithIndexIterDataset(self, transform)
 
     def seed(self, seed: int) -> IterDataset[T]:
         """Sets the default seed that downstream random nodes without their own seed derive from."""
-        from grainlite.dataset import seeding
+        from grainlite.dataset.seed import with_seed
 
-        return seeding.with_seed(self, seed)
+        return with_seed(self, seed)
 
     def apply(self, transformations: Any) -> IterDataset:
         """Applies a transformation or a list of them (Map, RandomMap, Filter, Batch, ...)."""

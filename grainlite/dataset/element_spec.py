@@ -157,12 +157,12 @@ def get_element_spec(ds: Any) -> Any:
 
 
 def _batch_spec(ds: Any) -> Any:
-    from grainlite.dataset import batching
+    from grainlite.dataset.batch import stack
 
     parent_spec = get_element_spec(ds.parents[0])
     batch_fn = ds._batch_fn
     size, drop = ds._batch_size, ds._drop_remainder
-    if batch_fn is not batching.stack:
+    if batch_fn is not stack:
         output_spec = getattr(batch_fn, "output_spec", None)
         if output_spec is None:
             raise MissingOutputSpecError(

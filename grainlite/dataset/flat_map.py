@@ -32,8 +32,8 @@ import numpy as np
 
 from grainlite.checks import int_option, invalid_state, is_int
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.map import parent_getitems
 from grainlite.dataset.source import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset import seeding
 from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map import parent_getitems
+from grainlite.dataset.seed import node_seed
 from grainlite.dataset.source import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array
 
@@ -38,9 +38,11 @@ class ShuffleMapDataset(MapDataset):
       ValueError: no seed at all, or one outside ``[0, 2**32 - 1]`` (Grain's rule).
     """
 
+    reshuffles_each_epoch = True
+
     def __init__(self, parent: MapDataset, *, seed: int | None = None) -> None:
         super().__init__(parent)
-        seed = seeding.node_seed(self, seed, "shuffle")
+        seed = node_seed(self, seed, "shuffle")
         if not 0 <= seed <= _MASK32:
             raise GrainliteValueError(
                 f"Seed must be an integer between 0 and 2**32-1 (got seed={seed}); pass a "

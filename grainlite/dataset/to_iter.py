@@ -18,12 +18,11 @@ after the failed element (as Grain, which reads element by element).
 from __future__ import annotations
 
 import builtins
-import copy
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from grainlite.checks import invalid_state
+from grainlite.checks import int_option, template_filled
 from grainlite.dataset import stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
@@ -32,7 +31,6 @@ from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,
     StateOutOfRangeError,
-    shown,
 )
 from grainlite.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
@@ -91,10 +89,10 @@ class PrefetchIterDataset(IterDataset):
       read_options: reader threads and read-ahead depth (``ReadOptions``; Grain's defaults).
       allow_nones: yield the ``None`` holes of a filter instead of skipping them.
 
-    Worker slicing (for ``mp_prefetch``): :meth:`with_parent_slice` returns a copy of this node
-    that reads ``parent.slice(sl)`` instead of ``parent``, so worker ``w`` of ``W`` can read the
-    elements ``[w::W]`` (or a contiguous range); its ``next_index`` counts positions within that
-    slice, as Grain's workers do.
+    Worker slicing (for ``mp_prefetch``): :meth:`set_slice` (Grain's hook) and
+    :meth:`set_block_share` make this node read a share of ``parent`` in place, so worker ``w``
+    of ``W`` reads the elements ``[w::W]`` (or a contiguous range); its ``next_index`` counts
+    positions within that share, as Grain's workers do.
     """
 
     def __init__(
@@ -114,11 +112,38 @@ class PrefetchIterDataset(IterDataset):
         """Whether the iterators yield ``None`` holes instead of skipping them."""
         return self._allow_nones
 
-    def with_parent_slice(self, sl: builtins.slice) -> PrefetchIterDataset:
-        """A copy of this node reading ``parent.slice(sl)`` (a worker's share of the indices)."""
-        clone = copy.copy(self)
-        clone._parents = (self._parent.slice(sl),)
-        return clone
+    def set_slice(self, sl: builtins.slice, sequential_slice: bool = False) -> None:
+        """Grain's in-place slicing hook: from now on this node reads ``parent.slice(sl)``.
+
+        With ``sequential_slice``, ``sl`` is ``slice(worker, None, workers)`` and the node reads
+        that worker's contiguous range instead (sized as ``numpy.array_split`` sizes them).
+        """
+        if sequential_slice:
+            self.set_block_share(1, sl.start or 0, sl.step or 1, sequential=True)
+        else:
+            self._parents = (self._parent.slice(sl),)
+
+    def set_block_share(
+        self, block: int, worker: int, workers: int, sequential: bool = False
+    ) -> None:
+        """Makes this node read worker ``worker`` of ``workers``'s share of its ``MapDataset``,
+        in place: blocks of ``block`` consecutive indices, block ``k`` going to worker
+        ``k % workers`` (with ``sequential``, the worker's contiguous run of blocks). ``block``
+        is 1, element by element (Grain's share), except under ``mp_prefetch``'s batch rule
+        (google/grain#1129, :mod:`grainlite.dataset.worker_slicing`)."""
+        from grainlite.dataset.source import sequential_share
+
+        parent = self._parent
+        if sequential:
+            blocks = -(-len(parent) // block)
+            start, stop = sequential_share(builtins.slice(worker, None, workers), blocks)
+            self.set_slice(builtins.slice(start * block, stop * block))
+        elif block == 1:
+            self.set_slice(builtins.slice(worker, None, workers))
+        else:
+            from grainlite.dataset.slice import BlockStrideMapDataset
+
+            self._parents = (BlockStrideMapDataset(parent, block, worker, workers),)
 
     def __iter__(self) -> PrefetchDatasetIterator:
         return PrefetchDatasetIterator(self)
@@ -300,25 +325,25 @@ class PrefetchDatasetIterator(DatasetIterator):
         self._window_end, self._dropped = next_index + FILTER_WINDOW, 0
 
     def check_state(self, state: dict[str, Any]) -> int:
-        """``state["next_index"]`` if it is an int in ``[0, len(dataset)]``, else Grain's error
-        (a KeyError, a TypeError or an IndexError that is also a ValueError). Reads nothing."""
-        next_index = state["next_index"]
-        if isinstance(next_index, bool) or not isinstance(next_index, int):
-            raise invalid_state(
-                f"Checkpoint `next_index` must be an int (got {shown(next_index)} of type "
-                f"{type(next_index).__name__})",
-                "pass a state from get_state().",
-                subject=None,
-                error=GrainliteTypeError,
-            )
-        if not 0 <= next_index <= self._length:
-            raise invalid_state(
-                f"Checkpoint `next_index` {next_index} is out of range for dataset of length "
-                f"{self._length}: it must be in [0, {self._length}]",
-                "restore a state saved from an iterator over this same dataset.",
-                subject=None,
-                error=StateOutOfRangeError,
-            )
+        """``state["next_index"]`` if it is an integer (a numpy one too, as in Grain) in
+        ``[0, len(dataset)]``, as an ``int``, else Grain's error (a KeyError, a TypeError or an
+        IndexError that is also a ValueError; :func:`grainlite.checks.int_option`). Reads
+        nothing."""
+        out_of_range = (
+            f"Checkpoint `next_index` {{value}} is out of range for dataset of length "
+            f"{self._length}: it must be in [0, {self._length}]; restore a state saved from an "
+            "iterator over this same dataset."
+        )
+        next_index = int_option(
+            state["next_index"],
+            0,
+            wrong_type="Checkpoint `next_index` must be an int (got {value} of type {type}); pass "
+            "a state from get_state().",
+            too_small=out_of_range,
+            too_small_error=StateOutOfRangeError,
+        )
+        if next_index > self._length:
+            raise StateOutOfRangeError(template_filled(out_of_range, next_index))
         return next_index
 
     @property

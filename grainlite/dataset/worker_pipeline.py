@@ -14,7 +14,6 @@ same pipeline in one process does; a worker iterator whose position did not move
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -29,7 +28,6 @@ from grainlite.engine.failures import FailedElement
 from grainlite.engine.malloc import keep_freed_memory
 from grainlite.engine.pipeline import PipelineBase
 from grainlite.stats.collect import IteratorStats
-from grainlite.transforms.batch import make_batch
 from grainlite.transforms.batch_rows import BatchRows
 
 
@@ -85,12 +83,9 @@ class DatasetPipeline(PipelineBase):
         shared memory (as the DataLoader's last Batch does), not copied there after. That is an
         ``IterDataset.batch`` last, or a ``MapDataset.batch`` that ``to_iter_dataset()`` reads
         last (:class:`_RowsLater`); both with the default batch function."""
-        from grainlite.dataset import batching
-
-        node = self.dataset
-        if type(node) is batching.BatchIterDataset:
-            return vars(node)["_batch_fn"] is batching.stack
-        return _map_batch_read_last(node) is not None
+        if getattr(self.dataset, "fills_shared_memory", False):
+            return True
+        return _map_batch_read_last(self.dataset) is not None
 
     def pickled(self) -> bytes:
         """The pipeline, cloudpickled for the workers (once; the error says what cannot travel)."""
@@ -203,8 +198,10 @@ class DatasetPipeline(PipelineBase):
         try:
             if state is not None:
                 iterator.set_state(state)
-            if allocate is not None:
-                _stack_into(iterator, allocate)
+            if allocate is not None and callable(
+                stack_into := getattr(iterator, "stack_into", None)
+            ):
+                stack_into(allocate)
             get_state = iterator.get_state
             state = get_state()
             while True:
@@ -268,7 +265,7 @@ class _RowsLater:
 def _stack_later(values: list[Any]) -> Any:
     """The worker's ``batch_fn`` for a default ``MapDataset.batch`` right under the reader: a
     :class:`_RowsLater` where rows take the elements, else the stacked batch (errors included)."""
-    from grainlite.dataset import batching
+    from grainlite.dataset import batch as batching
 
     rows = BatchRows.layout(values[0]) if values else None
     if rows is not None and rows.takes_all(values[1:]):
@@ -279,16 +276,15 @@ def _stack_later(values: list[Any]) -> Any:
 def _map_batch_read_last(dataset: IterDataset) -> Any:
     """The default ``MapDataset.batch`` that ``dataset`` (a ``to_iter_dataset()``) reads
     directly, through slices only, so nothing sees its batches before they are sent; else None."""
-    from grainlite.dataset import batching, slicing, to_iter
+    from grainlite.dataset import slice as slicing
+    from grainlite.dataset import to_iter
 
     if type(dataset) is not to_iter.PrefetchIterDataset:
         return None
     node = dataset._parent
     while type(node) is slicing.SliceMapDataset:
         node = node._parent
-    if type(node) is batching.BatchMapDataset and vars(node)["_batch_fn"] is batching.stack:
-        return node
-    return None
+    return node if getattr(node, "fills_shared_memory", False) else None
 
 
 def _fill_rows_when_sent(dataset: IterDataset) -> None:
@@ -296,23 +292,4 @@ def _fill_rows_when_sent(dataset: IterDataset) -> None:
     :func:`_stack_later`: its rows are filled in shared memory when it is sent."""
     node = _map_batch_read_last(dataset)
     if node is not None:
-        vars(node)["_batch_fn"] = _stack_later
-
-
-def _stack_into(iterator: Any, allocate: Callable[..., Any]) -> None:
-    """Makes the last node's batch iterator stack into ``allocate``'s shared memory."""
-    from grainlite.dataset import batching
-
-    if type(iterator) is batching.BatchDatasetIterator and iterator._batch_fn is batching.stack:
-        iterator._batch_fn = functools.partial(_stack, allocate=allocate)
-
-
-def _stack(values: list[Any], allocate: Callable[..., Any]) -> Any:
-    """:func:`~grainlite.transforms.batch.make_batch` into shared memory; a failure is raised
-    by the batch node's own stacking function, with its hints."""
-    from grainlite.dataset import batching
-
-    try:
-        return make_batch(values, allocate)
-    except Exception:
-        return batching.stack(values)
+        node.stack_with(_stack_later)

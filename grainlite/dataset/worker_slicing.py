@@ -21,30 +21,34 @@ known only once read), grainlite warns when the iterator is made and names the f
 ``mp_prefetch``, in the parent, to lose nothing but the stream's last partial batch.
 
 The slicing happens in the worker, on its private unpickled copy of the pipeline: each
-``to_iter_dataset`` node is changed in place (through its ``with_parent_slice`` hook), so a user's
-node that keeps its parent under another attribute name still reads the sliced one.
+``to_iter_dataset`` node takes its share in place, through its ``set_block_share`` hook (Grain's
+``set_slice`` where no batch rule applies).
 """
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
-from grainlite.dataset.base import IterDataset, MapDataset, first_hole_maker
+from grainlite.dataset.base import IterDataset, first_hole_maker
 from grainlite.errors import GrainliteValueError
 
 
-def _to_iter_class() -> type:
-    from grainlite.dataset.to_iter import PrefetchIterDataset
+class SharedOut(Protocol):
+    """A node that reads a ``MapDataset`` and takes a worker's share of it in place (a
+    ``to_iter_dataset``: :meth:`~grainlite.dataset.to_iter.PrefetchIterDataset.set_block_share`)."""
 
-    return PrefetchIterDataset
+    parents: Any
+
+    def set_block_share(
+        self, block: int, worker: int, workers: int, sequential: bool = False
+    ) -> None: ...
 
 
-def is_to_iter(node: Any) -> bool:
-    """Whether ``node`` is a ``to_iter_dataset`` node (it reads a ``MapDataset``, sliced per
-    worker)."""
-    return isinstance(node, _to_iter_class())
+def is_to_iter(node: Any) -> TypeGuard[SharedOut]:
+    """Whether ``node`` is a ``to_iter_dataset`` node: it reads a ``MapDataset``, and takes a
+    worker's share of it through its ``set_block_share`` hook."""
+    return callable(getattr(node, "set_block_share", None))
 
 
 def iter_nodes(root: IterDataset) -> Iterator[IterDataset]:
@@ -57,7 +61,7 @@ def iter_nodes(root: IterDataset) -> Iterator[IterDataset]:
             continue
         seen.add(id(node))
         yield node
-        if not isinstance(node, _to_iter_class()):
+        if not is_to_iter(node):
             stack.extend(p for p in node.parents if isinstance(p, IterDataset))
 
 
@@ -65,11 +69,8 @@ def check_sliceable(root: IterDataset, workers: int) -> None:
     """Raises a ValueError if ``workers > 1`` cannot share ``root`` (a branch has no MapDataset)."""
     if workers <= 1:
         return
-    to_iter = _to_iter_class()
     for node in iter_nodes(root):
-        if not isinstance(node, to_iter) and not any(
-            isinstance(p, IterDataset) for p in node.parents
-        ):
+        if not is_to_iter(node) and not any(isinstance(p, IterDataset) for p in node.parents):
             raise GrainliteValueError(
                 f"Cannot slice `IterDataset` source. {type(node)} has no MapDataset below it, so "
                 f"mp_prefetch cannot give each of its {workers} workers a share of the elements. "
@@ -78,31 +79,23 @@ def check_sliceable(root: IterDataset, workers: int) -> None:
             )
 
 
-def _share(count: int, worker: int, workers: int) -> tuple[int, int]:
-    """The contiguous ``[start, stop)`` of ``count`` items for ``worker`` (array_split sizes)."""
-    base, extra = divmod(count, workers)
-    start = worker * base + min(worker, extra)
-    return start, start + base + (worker < extra)
-
-
 def batch_block(root: IterDataset) -> int:
     """The batch-aligned block size of the #1129 rule for ``root``, or 1 where it does not apply:
     between ``root`` and the ``to_iter_dataset`` only batches and nodes that are ``one_to_one``,
     and no node that leaves or may leave ``None`` holes in the ``MapDataset`` below it (the one
-    rule of :func:`~grainlite.dataset.base.first_hole_maker`)."""
-    from grainlite.dataset.batching import BatchIterDataset
-
+    rule of :func:`~grainlite.dataset.base.first_hole_maker`). A batch tells through its
+    ``fixed_batch`` and ``drop_remainder``."""
     block, drops, node = 1, False, root
     while True:
-        if isinstance(node, _to_iter_class()):
+        if is_to_iter(node):
             if not drops or block == 1:
                 return 1
             return block if first_hole_maker(node.parents[0], count_unknown=True) is None else 1
         if len(node.parents) != 1:
             return 1
-        if type(node) is BatchIterDataset:
-            block *= node._batch_size
-            drops = drops or node._drop_remainder
+        if (size := getattr(node, "fixed_batch", None)) is not None:
+            block *= size
+            drops = drops or getattr(node, "drop_remainder", False)
         elif not getattr(node, "one_to_one", False):  # a filter, a flat map or a user's node
             return 1
         node = node.parents[0]
@@ -113,13 +106,9 @@ def drops_a_partial_batch_per_worker(root: IterDataset, workers: int) -> bool:
     because the batch rule above cannot apply (a filter, flat map or user's node lies under a
     ``batch(drop_remainder=True)``): then up to ``workers - 1`` more partial batches are lost
     than with one worker."""
-    from grainlite.dataset.batching import BatchIterDataset
-
     if workers <= 1 or batch_block(root) > 1:
         return False
-    return any(
-        isinstance(node, BatchIterDataset) and node._drop_remainder for node in iter_nodes(root)
-    )
+    return any(getattr(node, "drop_remainder", False) is True for node in iter_nodes(root))
 
 
 def slice_for_worker(root: IterDataset, worker: int, workers: int, sequential: bool) -> None:
@@ -128,57 +117,8 @@ def slice_for_worker(root: IterDataset, worker: int, workers: int, sequential: b
         return
     check_sliceable(root, workers)
     block = batch_block(root)
-    to_iter = _to_iter_class()
     for node in list(iter_nodes(root)):
-        if isinstance(node, to_iter):
-            _slice_node(node, worker, workers, sequential, block)
+        if is_to_iter(node):
+            node.set_block_share(block, worker, workers, sequential)
         elif callable(share := getattr(node, "set_worker_share", None)):  # random_map: k*W + w
             share(worker, workers)
-
-
-def _slice_node(node: Any, worker: int, workers: int, sequential: bool, block: int) -> None:
-    parent: MapDataset = node.parents[0]
-    if block == 1 or sequential:
-        if sequential:
-            blocks = -(-len(parent) // block)
-            start, stop = _share(blocks, worker, workers)
-            sl = builtins.slice(start * block, stop * block)
-        else:
-            sl = builtins.slice(worker, None, workers)
-        vars(node).update(vars(node.with_parent_slice(sl)))
-    else:
-        vars(node)["_parents"] = (BlockStrideMapDataset(parent, block, worker, workers),)
-
-
-class BlockStrideMapDataset(MapDataset):
-    """Blocks ``first, first + stride, ...`` of ``block`` consecutive elements of ``parent``.
-
-    Worker ``first`` of ``stride`` reads these under the batch rule (see the module docstring).
-    """
-
-    def __init__(self, parent: MapDataset, block: int, first: int, stride: int) -> None:
-        super().__init__(parent)
-        self._block, self._first, self._stride = block, first, stride
-        total = len(parent)
-        blocks = -(-total // block)
-        mine = max(0, -(-(blocks - first) // stride))
-        length = mine * block
-        last = first + stride * (mine - 1)
-        if mine and last == blocks - 1 and total % block:
-            length -= block - total % block  # this worker holds the stream's partial last block
-        self._length = length
-
-    def __len__(self) -> int:
-        return self._length
-
-    def _index(self, index: int) -> int:
-        k, r = divmod(index % self._length, self._block)
-        return (self._first + self._stride * k) * self._block + r
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, builtins.slice):
-            return self.slice(index)
-        return self._parent[self._index(int(index))]
-
-    def _getitems(self, indices: Any) -> list[Any]:
-        return self._parent._getitems([self._index(int(i)) for i in indices])

@@ -5,7 +5,7 @@ Grain gives the record at global index ``i`` of a sampler seeded with ``seed`` t
 it. The samplers (:mod:`grainlite.sampling.samplers`), the pipeline's stages (which carry the key
 as an int until a RandomMap needs the generator) and ``grainlite.torch``'s epochs all make it here,
 so the rule cannot drift between them. (The Dataset API seeds differently, as Grain's does: see
-:mod:`grainlite.dataset.seeding`.)
+:mod:`grainlite.dataset.seed`.)
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Grain (and grainlite) recognise a transform by its base class first, then by the one transform
 method it defines; the classes are in :data:`grainlite.transforms.base.CLASS_KINDS`, the methods
 here. The DataLoader (:func:`~grainlite.transforms.base.classify`), ``ds.apply``
-(:mod:`grainlite.dataset.apply`) and the Dataset API's nodes (:mod:`grainlite.dataset.transforms`)
+(:mod:`grainlite.dataset.apply`) and the Dataset API's nodes (:mod:`grainlite.dataset.map`)
 all read these two tables, so a kind cannot be spelled differently in one of them.
 """
 

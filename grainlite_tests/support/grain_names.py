@@ -78,7 +78,8 @@ _EXPERIMENTAL: dict[str, Entry] = {
     "BestFitPackIterDataset": Entry(
         FIX,
         "Grain's rows, keys and state, vectorised; max_sequences_per_bin also holds for empty "
-        "sequences (Grain's puts them in full bins)",
+        "sequences (Grain's puts them in full bins); a fractional pack_alignment_struct entry "
+        "is a ValueError (Grain's misplaces tokens with it)",
     ),
     "CacheIterDataset": Entry(
         FIX,
@@ -103,7 +104,8 @@ _EXPERIMENTAL: dict[str, Entry] = {
     "FirstFitPackIterDataset": Entry(
         FIX,
         "Grain's rows, keys and state, written with numpy; bad arguments (no bins, a group-by "
-        "feature the rows lack) fail at construction, not at the first element",
+        "feature the rows lack) fail at construction, not at the first element; a fractional "
+        "pack_alignment_struct entry is a ValueError (Grain's misplaces tokens with it)",
     ),
     "FlatMapIterDataset": _FLAT_MAP_DATASET,
     "FlatMapMapDataset": _FLAT_MAP_DATASET,

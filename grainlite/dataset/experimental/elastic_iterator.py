@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from grainlite.checks import invalid_state
+from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, MapDataset, first_hole_maker
-from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
+from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.options import ReadOptions
 from grainlite.transforms.batch import validate_batch_size
 
@@ -108,14 +108,14 @@ class ElasticIterator(DatasetIterator):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Moves to ``state["global_next_index"]`` (saved with any shard count or batch size)."""
-        next_index = state["global_next_index"]
-        if isinstance(next_index, bool) or not isinstance(next_index, int) or next_index < 0:
-            raise invalid_state(
-                f"ElasticIterator state global_next_index must be an int >= 0 (got "
-                f"{shown(next_index)})",
-                "pass a state from ElasticIterator.get_state().",
-                subject=None,
-            )
+        next_index = int_option(  # a numpy integer too, as in Grain; a TypeError as Grain's
+            state["global_next_index"],
+            0,
+            wrong_type="ElasticIterator state global_next_index must be an int (got {type} "
+            "{value}); pass a state from ElasticIterator.get_state().",
+            too_small="ElasticIterator state global_next_index must be an int >= 0 (got {value}); "
+            "pass a state from ElasticIterator.get_state().",
+        )
         self._stop()
         self._global_next_index = next_index
 

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from grainlite.checks import int_option
-from grainlite.dataset import seeding
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.map import parent_getitems
+from grainlite.dataset.seed import node_seed
 from grainlite.dataset.source import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array
 
 
@@ -59,7 +59,7 @@ class WindowShuffleMapDataset(MapDataset):
     def __init__(self, parent: MapDataset, *, window_size: int, seed: int | None = None) -> None:
         super().__init__(parent)
         self._window_size = _check_window_size(window_size, "WindowShuffleMapDataset")
-        self._seed = seeding.node_seed(self, seed, "WindowShuffleMapDataset")
+        self._seed = node_seed(self, seed, "WindowShuffleMapDataset")
 
     def __len__(self) -> int:
         return len(self._parent)
@@ -105,7 +105,7 @@ class WindowShuffleIterDataset(IterDataset):
     def __init__(self, parent: IterDataset, *, window_size: int, seed: int | None = None) -> None:
         super().__init__(parent)
         self._window_size = _check_window_size(window_size, "WindowShuffleIterDataset")
-        self._seed = seeding.node_seed(self, seed, "WindowShuffleIterDataset")
+        self._seed = node_seed(self, seed, "WindowShuffleIterDataset")
 
     def __iter__(self) -> WindowShuffleDatasetIterator:
         return WindowShuffleDatasetIterator(iter(self._parent), self._window_size, self._seed)

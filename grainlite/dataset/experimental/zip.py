@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.map import parent_getitems
 from grainlite.dataset.source import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError
 
 

@@ -8,12 +8,15 @@ Grain 0.2.18's packers accept flat dicts of numpy arrays only; where Grain fails
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.checks import int_option
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
 from grainlite.transforms.packing.layout import (
     PackSpec,
     column_values,
@@ -86,11 +89,16 @@ def make_spec(
             where = "".join(f"[{key!r}]" for key in (name, *path))
             names.append(name)
             paths.append(path)
+            if leaf is None:  # a ValueError, as Grain's (its tree of lengths has a hole)
+                raise GrainliteValueError(
+                    f"{owner} length_struct{where} is None; give each feature a target length "
+                    "(an int >= 1), or leave the feature out of length_struct."
+                )
             lengths.append(check_count(owner, f"length_struct{where}", leaf))
     features = tuple(names)
     alignments = _per_feature(owner, "pack_alignment_struct", alignment_struct, features, 1)
     alignments = [
-        check_count(owner, f"pack_alignment_struct[{name!r}]", _below(value, path, 1))
+        check_alignment(owner, f"pack_alignment_struct[{name!r}]", _below(value, path, 1))
         for name, path, value in zip(features, paths, alignments)
     ]
     padding = _per_feature(owner, "padding_struct", padding_struct, features, 0)
@@ -125,24 +133,61 @@ def check_segmentable(spec: PackSpec) -> None:
 
 
 def check_count(owner: str, argument: str, value: Any) -> int:
-    """``value`` as a positive int, or a ValueError naming ``argument``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise GrainliteValueError(
-            f"{owner} {argument} must be a positive int (got {value!r}); pass an int >= 1."
-        )
-    return int(value)
+    """``value`` as a positive int (:func:`grainlite.checks.int_option`), naming ``argument``.
+
+    What is no integer (``2.0``, ``True``, a string) is a TypeError and a value below 1 a
+    ValueError: the types Grain raises for them (at its first ``next()``; here at once).
+    """
+    where = f"{owner} {argument}".replace("{", "{{").replace("}", "}}")
+    return int_option(
+        value,
+        1,
+        wrong_type=f"{where} must be an int (got {{type}} {{value}}); pass an int >= 1.",
+        too_small=f"{where} must be a positive int (got {{value}}); pass an int >= 1.",
+    )
+
+
+def check_alignment(owner: str, argument: str, value: Any) -> int:
+    """A ``pack_alignment_struct`` entry as a positive int.
+
+    Grain takes ``True`` (1) and a whole float (``2.0`` is 2) here, so grainlite does too. A
+    fraction, which Grain accepts but which misplaces its tokens and segment ids, is a
+    ValueError; anything else is :func:`check_count`'s.
+    """
+    if isinstance(value, bool):
+        value = int(value)
+    elif isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        number = float(value)
+        if not number.is_integer():
+            raise GrainliteValueError(
+                f"{owner} {argument} must be a whole number (got {shown(value)}): a fractional "
+                "alignment misplaces the tokens of a row; pass an int >= 1."
+            )
+        value = int(number)
+    return check_count(owner, argument, value)
 
 
 def check_max_sequences(owner: str, value: Any) -> int | None:
-    """``max_sequences_per_bin``: None, or a positive int; a ValueError with Grain's wording."""
+    """``max_sequences_per_bin``: None, or the most sequences a row takes.
+
+    Grain takes any real number above 0 (``True`` is 1; a row is full once it holds at least
+    ``value`` sequences, so ``1.5`` allows 2): the same here, as ``ceil(value)``. Anything else is
+    a TypeError, a number not above 0 (or not finite) a ValueError with Grain's wording.
+    """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+    if not isinstance(value, numbers.Real):
+        raise GrainliteTypeError(
+            f"{owner}: `max_sequences_per_bin` must be a number (got {type(value).__name__} "
+            f"{shown(value)}). Pass an int >= 1, or None for no limit on the sequences of a row."
+        )
+    number = int(value) if isinstance(value, numbers.Integral) else float(value)
+    if not number > 0 or number == math.inf:
         raise GrainliteValueError(
             f"{owner}: If specified, `max_sequences_per_bin` must be a positive integer, but got "
-            f"{value!r:.200}. Pass an int >= 1, or None for no limit on the sequences of a row."
+            f"{shown(value)}. Pass an int >= 1, or None for no limit on the sequences of a row."
         )
-    return int(value)
+    return math.ceil(number)
 
 
 def check_group_by(owner: str, feature: str | None, spec: PackSpec) -> None:

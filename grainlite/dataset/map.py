@@ -4,7 +4,7 @@ On a ``MapDataset`` they are random access: ``ds[i]`` transforms ``parent[i]``, 
 filter's hole) stays ``None`` without calling the function, and a filter turns the elements it
 rejects into ``None``. Blocks of indices (``_getitems``) go through one list comprehension. The
 generator ``random_map`` hands the function for index ``i`` depends only on the seed and ``i``
-(:mod:`grainlite.dataset.seeding`); ``map_with_index`` passes the index the element was read at.
+(:mod:`grainlite.dataset.seed`); ``map_with_index`` passes the index the element was read at.
 
 On an ``IterDataset`` they transform the stream: ``map`` and ``filter`` keep the parent's state
 unchanged, ``random_map`` adds ``index_for_rng`` (how many elements it has seen, which numbers the
@@ -19,9 +19,9 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grainlite.dataset import seeding
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.next_index import get_next_index, set_next_index
+from grainlite.dataset.seed import IndexRng, node_seed
 from grainlite.errors import GrainliteTypeError
 from grainlite.stats.collect import ElementTimer, callable_name
 from grainlite.stats.counters import StageCounter, clock
@@ -176,7 +176,7 @@ class RandomMapMapDataset(_ElementwiseMapDataset):
 
     def __init__(self, parent: MapDataset, transform: Any, *, seed: int | None = None) -> None:
         super().__init__(parent, transform)
-        self._rngs = seeding.IndexRng(seeding.node_seed(self, seed, "random_map"))
+        self._rngs = IndexRng(node_seed(self, seed, "random_map"))
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, builtins.slice):
@@ -251,7 +251,7 @@ class RandomMapIterDataset(_ElementwiseIterDataset):
 
     def __init__(self, parent: IterDataset, transform: Any, *, seed: int | None = None) -> None:
         super().__init__(parent, transform)
-        self._seed = seeding.node_seed(self, seed, "random_map")
+        self._seed = node_seed(self, seed, "random_map")
         self._rng_offset, self._rng_stride = 0, 1
 
     def set_worker_share(self, worker: int, workers: int) -> None:
@@ -263,7 +263,7 @@ class RandomMapIterDataset(_ElementwiseIterDataset):
         return RandomMapDatasetIterator(
             self._parent.__iter__(),
             self._fn,
-            seeding.IndexRng(self._seed),
+            IndexRng(self._seed),
             offset=getattr(self, "_rng_offset", 0),
             stride=getattr(self, "_rng_stride", 1),
         )
@@ -434,7 +434,7 @@ class RandomMapDatasetIterator(DatasetIterator):
         self,
         parent: DatasetIterator,
         fn: Callable[[Any, Any], Any],
-        rngs: seeding.IndexRng,
+        rngs: IndexRng,
         *,
         offset: int = 0,
         stride: int = 1,

@@ -1,12 +1,7 @@
-"""MapDatasets built from several: ``mix``, ``concatenate`` and ``select_from_datasets``.
+"""MapDatasets that read several: ``concatenate`` and ``select_from_datasets``.
 
 The rules, learned by running Grain 0.2.18:
 
-* ``MapDataset.mix(datasets, weights)`` interleaves the inputs in a fixed order set by the
-  weights (see :mod:`grainlite.dataset.mix_selection`): ``[1, 2]`` reads ``a b b a b b ...``.
-  Its length stops before any input would run out at its own rate; ``ds[i]`` for ``i`` past the
-  end (or negative) keeps following the same pattern, and each input wraps its own index.
-  Every input must have at least one element.
 * ``MapDataset.concatenate(datasets)`` is each input in turn. ``ds[i]`` past the end (or
   negative) reads the inputs' later (or earlier) epochs: with ``e, p = divmod(i, len(ds))``,
   position ``p`` falls in input ``k`` at local index ``j``, and the read is
@@ -14,7 +9,8 @@ The rules, learned by running Grain 0.2.18:
 * ``MapDataset.select_from_datasets(datasets, selection_map)`` has ``len(selection_map)``
   elements; ``ds[i]`` reads ``datasets[k][j]`` for ``(k, j) = selection_map[i]``, with ``i``
   passed to the map unchanged (the map decides what indices past its length mean).
-* ``IterDataset.mix`` lives in :mod:`grainlite.dataset.mix_iter` (re-exported here).
+* ``MapDataset.mix`` lives in :mod:`grainlite.dataset.mix`; it checks and reads its inputs with
+  :func:`check_map_datasets` and :func:`gather` from here.
 
 Blocks of indices go through one ``_getitems`` call per input.
 """
@@ -30,28 +26,21 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import MapDataset
-from grainlite.dataset.mix_iter import MixedDatasetIterator, MixedIterDataset
-from grainlite.dataset.mix_selection import MixSelection, integer_proportions, mixed_length
+from grainlite.dataset.map import parent_getitems
 from grainlite.dataset.source import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import (
     GrainliteTypeError,
-    GrainliteValueError,
     SelectionIndexError,
-    clipped,
 )
 
 __all__ = [
     "ConcatenateMapDataset",
-    "MixedDatasetIterator",
-    "MixedIterDataset",
-    "MixedMapDataset",
     "SelectionIndexError",
     "SelectionMapDataset",
 ]
 
 
-def _check_map_datasets(datasets: Any, method: str) -> tuple[MapDataset, ...]:
+def check_map_datasets(datasets: Any, method: str) -> tuple[MapDataset, ...]:
     if isinstance(datasets, MapDataset | Mapping) or not isinstance(datasets, Sequence):
         raise GrainliteTypeError(
             f"MapDataset.{method} takes a sequence of MapDatasets (got a single object of type "
@@ -67,7 +56,7 @@ def _check_map_datasets(datasets: Any, method: str) -> tuple[MapDataset, ...]:
     return tuple(datasets)
 
 
-def _gather(which: np.ndarray, inner: np.ndarray, parents: Sequence[Any]) -> list[Any]:
+def gather(which: np.ndarray, inner: np.ndarray, parents: Sequence[Any]) -> list[Any]:
     """``[parents[which[n]][inner[n]] for n ...]`` with one ``_getitems`` call per parent."""
     if not which.size:
         return []
@@ -86,56 +75,6 @@ def _gather(which: np.ndarray, inner: np.ndarray, parents: Sequence[Any]) -> lis
     return list(map(gathered.__getitem__, inverse.tolist()))
 
 
-class MixedMapDataset(MapDataset):
-    """``MapDataset.mix``: the inputs interleaved in proportion to ``weights``.
-
-    Args:
-      datasets: the ``MapDataset`` inputs, each with at least one element.
-      weights: one positive weight per input; ``None`` mixes them equally.
-    """
-
-    def __init__(self, datasets: Sequence[MapDataset], weights: Sequence[float] | None = None):
-        parents = _check_map_datasets(datasets, "mix")
-        if not parents:
-            raise GrainliteValueError(
-                "MapDataset.mix got no datasets; pass at least one MapDataset to mix."
-            )
-        super().__init__(parents)
-        lengths = [len(parent) for parent in parents]
-        empty = [k for k, length in enumerate(lengths) if length == 0]
-        if empty:
-            which = ", ".join(f"index {k} ({clipped(str(parents[k]))})" for k in empty)
-            raise GrainliteValueError(
-                f"All datasets must have positive length for mixing, but dataset(s) at {which} "
-                "have length 0. Leave empty datasets out of the mix."
-            )
-        self._selection = MixSelection(integer_proportions(weights, len(parents)))
-        self._length = mixed_length(lengths, self._selection.proportions)
-
-    def __len__(self) -> int:
-        return self._length
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, builtins.slice):
-            return self.slice(index)
-        k, inner = self._selection.locate(as_index(index, "MixedMapDataset"))
-        return self._parents[k][inner]
-
-    def _getitems(self, indices: Sequence[int]) -> list[Any]:
-        which, inner = self._selection.locate_many(indices)
-        return _gather(which, inner, self._parents)
-
-    def __str__(self) -> str:
-        return f"MixedMapDataset(proportions={list(self._selection.proportions)})"
-
-    def __repr__(self) -> str:  # Grain's repr, word for word
-        lengths = [len(parent) for parent in self._parents]
-        return (
-            f"MixedMapDataset(parent_lengths={lengths}, selection_map=SelectionWithProportionsMap("
-            f"proportions={self._selection.proportions}, length={self._length}))"
-        )
-
-
 class ConcatenateMapDataset(MapDataset):
     """``MapDataset.concatenate``: the elements of each input in turn.
 
@@ -144,7 +83,7 @@ class ConcatenateMapDataset(MapDataset):
     """
 
     def __init__(self, datasets: Sequence[MapDataset]) -> None:
-        super().__init__(_check_map_datasets(datasets, "concatenate"))
+        super().__init__(check_map_datasets(datasets, "concatenate"))
         self._starts = [0, *itertools.accumulate(len(parent) for parent in self._parents)]
         self._length = self._starts[-1]
 
@@ -176,7 +115,7 @@ class ConcatenateMapDataset(MapDataset):
         starts = np.asarray(self._starts, dtype=np.int64)
         which = np.searchsorted(starts, positions, side="right") - 1
         sizes = np.diff(starts)
-        return _gather(which, epochs * sizes[which] + positions - starts[which], self._parents)
+        return gather(which, epochs * sizes[which] + positions - starts[which], self._parents)
 
     def __str__(self) -> str:
         return f"ConcatenateMapDataset([{len(self._parents)} parents])"
@@ -192,7 +131,7 @@ class SelectionMapDataset(MapDataset):
     """
 
     def __init__(self, datasets: Sequence[MapDataset], selection_map: Any) -> None:
-        super().__init__(_check_map_datasets(datasets, "select_from_datasets"))
+        super().__init__(check_map_datasets(datasets, "select_from_datasets"))
         if not (hasattr(selection_map, "__len__") and hasattr(selection_map, "__getitem__")):
             raise GrainliteTypeError(
                 f"select_from_datasets needs a selection map with __len__ and __getitem__ (got "
@@ -228,7 +167,7 @@ class SelectionMapDataset(MapDataset):
         which %= max(len(self._parents), 1)  # Python's negative positions count from the end
         inner = np.empty(len(pairs), dtype=object)
         inner[:] = [index for _, index in pairs]
-        return _gather(which, inner, self._parents)
+        return gather(which, inner, self._parents)
 
     def __str__(self) -> str:
         return f"SelectionMapDataset(selection_map={type(self._selection_map).__name__})"

@@ -31,6 +31,7 @@ calls the parent's ``__next__`` from C, with no Python work per element.
 from __future__ import annotations
 
 import builtins
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
+from grainlite.dataset.map import parent_getitems
 from grainlite.dataset.source import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.stats.counters import StageCounter, clock
 from grainlite.transforms.batch import make_batch, validate_batch_size
@@ -157,6 +158,18 @@ class BatchMapDataset(MapDataset):
             f"BatchMapDataset(batch_size={self._batch_size}, drop_remainder={self._drop_remainder})"
         )
 
+    @property
+    def fills_shared_memory(self) -> bool:
+        """Whether a worker may stack this node's batches straight into its shared memory: true
+        for grainlite's own node with the default ``batch_fn`` (a subclass or a custom
+        ``batch_fn`` makes its batches itself, so they are copied there when sent)."""
+        return type(self) is BatchMapDataset and self._batch_fn is stack
+
+    def stack_with(self, batch_fn: Callable[[list[Any]], Any]) -> None:
+        """Makes this node batch with ``batch_fn`` in place of the default stacking: an
+        ``mp_prefetch`` worker's private copy fills its rows in shared memory when sent."""
+        self._batch_fn = batch_fn
+
 
 class BatchIterDataset(IterDataset):
     """``IterDataset.batch``: ``batch_size`` consecutive elements of the stream per batch.
@@ -183,6 +196,26 @@ class BatchIterDataset(IterDataset):
         return BatchDatasetIterator(
             iter(self._parent), self._batch_size, self._drop_remainder, self._batch_fn
         )
+
+    @property
+    def drop_remainder(self) -> bool:
+        """Whether a short last batch is left out."""
+        return self._drop_remainder
+
+    @property
+    def fixed_batch(self) -> int | None:
+        """The batch size when each batch is exactly the next ``batch_size`` elements of the
+        stream (grainlite's own node, whatever its ``batch_fn``); None for a subclass, whose
+        ``__next__`` may group otherwise. Asked by ``mp_prefetch``'s batch rule
+        (google/grain#1129)."""
+        return self._batch_size if type(self) is BatchIterDataset else None
+
+    @property
+    def fills_shared_memory(self) -> bool:
+        """Whether an ``mp_prefetch`` worker may stack this node's batches straight into its
+        shared memory (see :meth:`BatchDatasetIterator.stack_into`): true for grainlite's own
+        node with the default ``batch_fn``."""
+        return type(self) is BatchIterDataset and self._batch_fn is stack
 
     def enable_shared_memory_output(self) -> None:
         """Grain's request to build batches in shared memory for ``mp_prefetch``'s transport.
@@ -237,6 +270,14 @@ class BatchDatasetIterator(DatasetIterator):
         finally:
             self._stats_stage.add(clock() - begin, len(values), 1)
 
+    def stack_into(self, allocate: Callable[..., Any]) -> None:
+        """Makes the default stacking build each batch in ``allocate``'s memory (an
+        ``mp_prefetch`` worker's shared memory), so it is sent without a copy; a custom
+        ``batch_fn`` is kept. A batch that fails there is stacked again by :func:`stack`, which
+        raises with its hints."""
+        if type(self) is BatchDatasetIterator and self._batch_fn is stack:
+            self._batch_fn = functools.partial(_stack_into, allocate=allocate)
+
     def get_state(self) -> dict[str, Any]:
         """The parent's state: a batch iterator holds nothing between batches."""
         return self._parent.get_state()
@@ -244,3 +285,12 @@ class BatchDatasetIterator(DatasetIterator):
     def set_state(self, state: dict[str, Any]) -> None:
         """Moves the parent to ``state``."""
         self._parent.set_state(state)
+
+
+def _stack_into(values: list[Any], allocate: Callable[..., Any]) -> Any:
+    """:func:`~grainlite.transforms.batch.make_batch` into ``allocate``'s memory; a failure is
+    raised by :func:`stack`, with its hints."""
+    try:
+        return make_batch(values, allocate)
+    except Exception:
+        return stack(values)

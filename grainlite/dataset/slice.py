@@ -11,6 +11,9 @@ the view, ``e * len(ds) + r[k]`` is a position in a *different* permutation, so 
 validation split). Here a view over a shuffle wraps within itself instead (``view[i]`` is
 ``view[i % len(view)]``): every epoch has exactly the slice's elements. Shuffle above the slice
 (``ds[a:b].shuffle(seed)``) to get a new order in every epoch.
+
+:class:`BlockStrideMapDataset` is the view of whole blocks an ``mp_prefetch`` worker reads under
+its batch rule.
 """
 
 from __future__ import annotations
@@ -22,17 +25,17 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset.base import MapDataset, map_lineage
-from grainlite.dataset.shuffle import ShuffleMapDataset
+from grainlite.dataset.map import parent_getitems
 from grainlite.dataset.source import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError, shown
 
 _INT64_SAFE = 2**62
 
 
 def _reorders_by_epoch(ds: Any) -> bool:
-    """Whether ``ds`` or a node below it permutes differently in each epoch (a shuffle)."""
-    return any(isinstance(node, ShuffleMapDataset) for node in map_lineage(ds))
+    """Whether ``ds`` or a node below it permutes differently in each epoch (a shuffle: its
+    :attr:`~grainlite.dataset.base.MapDataset.reshuffles_each_epoch`)."""
+    return any(node.reshuffles_each_epoch for node in map_lineage(ds))
 
 
 class SliceMapDataset(MapDataset):
@@ -101,3 +104,38 @@ class SliceMapDataset(MapDataset):
 
     def __str__(self) -> str:
         return f"SliceMapDataset[{self._slice.start}:{self._slice.stop}:{self._slice.step}]"
+
+
+class BlockStrideMapDataset(MapDataset):
+    """Blocks ``first, first + stride, ...`` of ``block`` consecutive elements of ``parent``.
+
+    Worker ``first`` of ``stride`` of ``mp_prefetch`` reads these under its batch rule
+    (google/grain#1129, :mod:`grainlite.dataset.worker_slicing`).
+    """
+
+    def __init__(self, parent: MapDataset, block: int, first: int, stride: int) -> None:
+        super().__init__(parent)
+        self._block, self._first, self._stride = block, first, stride
+        total = len(parent)
+        blocks = -(-total // block)
+        mine = max(0, -(-(blocks - first) // stride))
+        length = mine * block
+        last = first + stride * (mine - 1)
+        if mine and last == blocks - 1 and total % block:
+            length -= block - total % block  # this worker holds the stream's partial last block
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _index(self, index: int) -> int:
+        k, r = divmod(index % self._length, self._block)
+        return (self._first + self._stride * k) * self._block + r
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, builtins.slice):
+            return self.slice(index)
+        return self._parent[self._index(int(index))]
+
+    def _getitems(self, indices: Any) -> list[Any]:
+        return self._parent._getitems([self._index(int(i)) for i in indices])
