@@ -53,7 +53,7 @@ def _loader_state(value: object) -> None:
     ("restore", "error", "start"),
     [
         (_to_iter_state, GrainliteTypeError, "Checkpoint `next_index` must be an int (got 'xxx"),
-        (_elastic_iterator_state, GrainliteValueError, "ElasticIterator state global_next_index"),
+        (_elastic_iterator_state, GrainliteTypeError, "ElasticIterator state global_next_index"),
         (_torch_state, GrainliteValueError, "TorchDataLoader.load_state_dict: 'epoch' must be"),
         (_device_state, GrainliteValueError, "Invalid device iterator state: batches_received"),
         (_loader_state, GrainliteValueError, "Invalid iterator state: last_seen_indices[0] must"),
