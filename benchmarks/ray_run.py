@@ -1,15 +1,20 @@
 """Ray workers against local worker processes at the same worker count: the overhead, as a ratio.
 
-``python -m benchmarks.ray_run [--workloads images,small] [--workers 2] [--repeats 2]
-[--images 2048] [--small 200000] [--seconds 8]``
+``python -m benchmarks.ray_run [--workloads images,small] [--workers 2] [--repeats 5]
+[--images 20000] [--small 200000] [--seconds 8] [--verbose]``
 
 For each workload of :mod:`benchmarks.workloads` (its records, transform and batch size, a
 grainlite DataLoader over the ArrayRecord file), the same loader runs with ``worker_count=W``
 (local processes) and with ``backend=RayWorkers(num_workers=W)`` on a local Ray instance started
-here (``ray.init(num_cpus=W + 1)``), the two interleaved ``--repeats`` times. Each run reports
-the time to the first batch (start-up: processes or actors) and the records per second after it
-(the steady rate; ``small`` stops after ``--seconds``). The ratio is Ray's steady rate over the
-local one's (1.0: no overhead). Nothing here is asserted: the numbers are printed as Markdown.
+here (``ray.init(num_cpus=W + 1)``), in ``--repeats`` pairs, the order within a pair
+alternating. Each run reports the time to the first batch (start-up: processes or actors), the
+records per second after it (the steady rate, for at most ``--seconds`` and 90% of the
+``images`` records, so the workers are still running when they are read) and the CPU time per
+batch of this process, of the workers (``/proc``: the worker processes or the actors) and of
+Ray's own processes (raylet with the object store, GCS; idle during local runs). The ratio is
+the median over the pairs of Ray's steady rate over the local one's (1.0: no overhead); on a
+machine that other work also loads, the CPU per batch is the steadier measure. Nothing here is
+asserted: the numbers are printed as Markdown.
 """
 
 from __future__ import annotations
