@@ -3,11 +3,17 @@ named error within seconds, never a hang.
 
 A real, separate Ray cluster on 127.0.0.1 (Ray's ``ray.cluster_utils.Cluster`` in its own process
 session): a head node and a CPU node that alone has the ``data_node`` resource. A separate driver
-process connects to it by address and iterates a pipeline whose workers are actors on the CPU
-node. Then every process of the head node (its GCS, raylet and helpers) is killed. Ray would end
-the driver only after ``gcs_rpc_server_reconnect_timeout_s`` (60 s); the loader must raise
-``ClusterConnectionError`` well before, ``close()`` must return, and the actors it started must
-be gone while the driver still runs.
+process connects to it by address and iterates two pipelines at once, an ``mp_prefetch`` and a
+``DataLoader``, whose workers are actors on the CPU node. Then every process of the head node
+(its GCS, raylet and helpers) is killed. Ray would end the driver only after
+``gcs_rpc_server_reconnect_timeout_s`` (60 s); each loader must raise ``ClusterConnectionError``
+well before, ``close()`` must return, and the actors they started must be gone while the driver
+still runs.
+
+No address: a driver with no Ray running (and its own ``RAY_TMPDIR``, so no other instance on
+the machine is found) gives ``RayWorkers`` no address; the loader's ``ray.init()`` starts a local
+instance, the elements are those of local workers, and killing that instance's GCS is the same
+``ClusterConnectionError``.
 
 Out of memory: a driver whose own local Ray instance (started by the loader) has its memory
 monitor's threshold at 1% of the machine's memory (``RAY_memory_usage_threshold``), so Ray's
