@@ -62,7 +62,6 @@ class RayGroup:
         self._hello: list[Any] = []
         self._known: dict[int, tuple[int, str]] = {}
         self._buffered: list[collections.deque[Any]] = []
-        self._landed: list[bool] = []  # the pending reply is known to be ready
         self._seq: list[int] = []
         self._health = ClusterHealth()
         self._finalizer = weakref.finalize(self, _kill, self._actors, os.getpid(), self._health)
@@ -92,7 +91,6 @@ class RayGroup:
         self._pending = [collections.deque() for _ in self._actors]  # the first send() asks
         self._takes = [0] * self.count
         self._buffered = [collections.deque() for _ in self._actors]
-        self._landed = [False] * self.count
         self._seq = [0] * self.count
 
     def pid(self, worker: int) -> int:
@@ -142,21 +140,22 @@ class RayGroup:
             self.send(worker, message)
 
     def ready(self, worker: int, timeout: float | None) -> bool:
-        """True once ``worker`` has a message waiting (or has died), within ``timeout`` s.
+        """True once ``worker`` has a message here, within ``timeout`` s.
 
         Waits in steps of at most ``_POLL_S`` seconds, checking the cluster connection between
-        them, so a lost head is reported even while every worker is silent.
+        them, so a lost head is reported even while every worker is silent. The wait is the
+        read itself (one ``ray.get`` with a timeout): a reply that lands is kept for
+        :meth:`receive`, so an element costs one Ray call here, not a wait and a get. Raises
+        WorkerDiedError if the actor died.
         """
-        if timeout is None or self._buffered[worker] or self._landed[worker]:
+        if timeout is None or self._buffered[worker]:
             return True
         ray = _ray()
-        reply = self._pending_reply(worker)
         deadline = time.monotonic() + timeout
         while True:
             self._check_connected(ray)
             left = deadline - time.monotonic()
-            if _wait(ray, reply, max(0.0, min(_POLL_S, left))):
-                self._landed[worker] = True  # receive() reads it without another wait
+            if self._fetch(ray, worker, max(0.0, min(_POLL_S, left))):
                 return True
             if left <= _POLL_S:
                 return False
@@ -165,21 +164,27 @@ class RayGroup:
         """The next message of ``worker``; raises WorkerDiedError if its actor died."""
         buffered = self._buffered[worker]
         if not buffered:
-            ray = _ray()
-            if not self._landed[worker]:
-                self.ready(worker, float("inf"))
-            self._landed[worker] = False
-            try:
-                items = ray.get(self._pending[worker][0])
-            except _actor_gone(ray) as error:
-                raise self._died(worker, error) from None
-            except ray.exceptions.RayError as error:
-                raise _disconnected(error) from error
-            # The next take() goes with the credit for this element (send), in one call.
-            self._pending[worker].popleft()
-            buffered.extend(items)
+            self.ready(worker, float("inf"))
         message: ToParent = unpack(buffered.popleft())
         return message
+
+    def _fetch(self, ray: Any, worker: int, timeout: float) -> bool:
+        """Reads ``worker``'s oldest reply into its buffer if it lands within ``timeout`` s."""
+        if not ray.is_initialized():
+            raise _disconnected(None)
+        pending = self._pending_reply(worker)
+        try:
+            items = ray.get(pending, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            return False
+        except _actor_gone(ray) as error:
+            raise self._died(worker, error) from None
+        except (ray.exceptions.RayError, ValueError) as error:  # ValueError: Ray was shut down
+            raise _disconnected(error) from error
+        # The next take() goes with the credit for this element (send), in one call.
+        self._pending[worker].popleft()
+        self._buffered[worker].extend(items)
+        return True
 
     def _pending_reply(self, worker: int) -> Any:
         """``worker``'s oldest take() call, made now if the parent had nothing to send."""
@@ -242,17 +247,6 @@ def _actor_gone(ray: Any) -> tuple[type[BaseException], ...]:
     errors = ray.exceptions
     names = ("RayActorError", "OutOfMemoryError", "WorkerCrashedError", "NodeDiedError")
     return tuple(getattr(errors, name) for name in names if hasattr(errors, name))
-
-
-def _wait(ray: Any, reply: Any, timeout: float) -> bool:
-    """True once ``reply`` is ready; ClusterConnectionError if this process has no cluster."""
-    if not ray.is_initialized():
-        raise _disconnected(None)
-    try:
-        done, _ = ray.wait([reply], timeout=timeout)
-    except (ray.exceptions.RayError, ValueError) as error:  # ValueError: Ray was shut down
-        raise _disconnected(error) from error
-    return bool(done)
 
 
 def _disconnected(error: BaseException | None, why: str = "") -> ClusterConnectionError:

@@ -69,12 +69,18 @@ class ByLabel(grain.FlatMapTransform):
             yield {**element, "copy": np.int64(k)}
 
 
-def loader(path: str, worker_count: int = 0, backend: Any = None, seed: int = 5) -> Any:
+def loader(
+    path: str,
+    worker_count: int = 0,
+    backend: Any = None,
+    seed: int = 5,
+    num_epochs: int | None = 2,
+) -> Any:
     """A DataLoader over the ArrayRecord file ``path``: decode, random map, filter, flat map,
-    batch, two shuffled epochs."""
+    batch, ``num_epochs`` shuffled epochs (None: without end)."""
     source = grain.ArrayRecordDataSource(path)
     sampler = grain.IndexSampler(
-        len(source), grain.NoSharding(), shuffle=True, num_epochs=2, seed=seed
+        len(source), grain.NoSharding(), shuffle=True, num_epochs=num_epochs, seed=seed
     )
     return grain.DataLoader(
         data_source=source,
