@@ -15,7 +15,7 @@ state (again from the new state after each restart).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any, Protocol, runtime_checkable
 
 _NO_POSITION = "the element after its last delivered one"
@@ -38,9 +38,10 @@ class WorkerPipeline(Protocol):
         state: Any,
         allocate: Callable[..., Any] | None = None,
         stats: Any = None,
-    ) -> Iterator[tuple[Any, Any]]:
+    ) -> Generator[tuple[Any, Any], None, None]:
         """Yields ``(element, state after it)`` for worker ``worker`` of ``workers`` from
-        ``state``; an element may be a :class:`~grainlite.engine.failures.FailedElement`.
+        ``state``; an element may be a :class:`~grainlite.engine.failures.FailedElement`. A
+        generator: closing it stops what the pipeline runs (reader threads).
         ``stats`` is what :meth:`make_stats` returned (passed only when that is not None)."""
         ...
 
