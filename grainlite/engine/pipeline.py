@@ -2,7 +2,7 @@
 
 :class:`~grainlite.engine.parent.WorkerStream` runs one pipeline object in W worker processes.
 The DataLoader's is :class:`~grainlite.loader.pipeline.Pipeline`, the Dataset API's
-(``mp_prefetch``) is :class:`~grainlite.dataset.worker_pipeline.DatasetPipeline`. Both derive from
+(``mp_prefetch``) is :class:`~grainlite.dataset.mp.pipeline.DatasetPipeline`. Both derive from
 :class:`PipelineBase`, which gives the optional hooks a default that does nothing, so the engine
 calls every hook directly and never probes for one.
 

@@ -3,7 +3,7 @@
 ``num_workers=W`` starts W worker processes of grainlite's engine (:mod:`grainlite.engine`, the
 DataLoader's: shared-memory transport for numpy arrays, credits per ``per_worker_buffer_size``,
 leak-free shutdown). Worker ``w`` runs the pipeline restricted to its share of the elements
-(:mod:`grainlite.dataset.worker_slicing`); the parent takes one element from each worker in turn,
+(:mod:`grainlite.dataset.mp.slicing`); the parent takes one element from each worker in turn,
 skipping finished workers, which is Grain's order. ``num_workers=0`` iterates the pipeline in this
 process (the iterator is the pipeline's own, as in Grain).
 
@@ -19,7 +19,7 @@ iterator moves its workers without starting new processes.
 Where it differs from Grain: an exception raised in a worker is re-raised at that element's place
 and the stream goes on after it (Grain ends the failing worker's share); batches with
 ``drop_remainder=True`` before ``mp_prefetch`` give the batches of one worker (Grain loses
-elements, google/grain#1129; the rule is in :mod:`~grainlite.dataset.worker_slicing`); workers
+elements, google/grain#1129; the rule is in :mod:`~grainlite.dataset.mp.slicing`); workers
 never need absl flags (google/grain#1355) and keep JAX on the CPU (google/grain#820, #1199).
 """
 
@@ -30,11 +30,11 @@ from collections.abc import Callable
 from typing import Any
 
 from grainlite.checks import int_option
-from grainlite.dataset import worker_slicing
 from grainlite.dataset.base import DatasetIterator, IterDataset
-from grainlite.dataset.mp_state import decode_state, encode_state
+from grainlite.dataset.mp.pipeline import DatasetPipeline
+from grainlite.dataset.mp.slicing import check_sliceable, drops_a_partial_batch_per_worker
+from grainlite.dataset.mp.state import decode_state, encode_state
 from grainlite.dataset.next_index import NoNextIndexError
-from grainlite.dataset.worker_pipeline import DatasetPipeline
 from grainlite.engine.iterator import IteratorShell
 from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteRuntimeError, shown
@@ -162,8 +162,8 @@ class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
         super().__init__()
         self._dataset = dataset
         self._workers = dataset.multiprocessing_options.num_workers
-        worker_slicing.check_sliceable(dataset._parent, self._workers)
-        if worker_slicing.drops_a_partial_batch_per_worker(dataset._parent, self._workers):
+        check_sliceable(dataset._parent, self._workers)
+        if drops_a_partial_batch_per_worker(dataset._parent, self._workers):
             warnings.warn(
                 f"mp_prefetch with {self._workers} workers over a batch(drop_remainder=True) "
                 "that a filter, flat map or custom node feeds: each worker drops its own partial "
