@@ -29,11 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset
 from grainlite.dataset.mix_iter import MixedDatasetIterator, MixedIterDataset
 from grainlite.dataset.mix_selection import MixSelection, integer_proportions, mixed_length
-from grainlite.dataset.sources import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,

@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite.checks import int_option
+from grainlite.dataset._util import as_index, parent_getitems, wrapped_keys
 from grainlite.dataset.base import MapDataset
-from grainlite.dataset.sources import as_index, wrapped_keys
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError
 
 

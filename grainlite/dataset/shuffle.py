@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset import seeding
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset
-from grainlite.dataset.sources import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array
 

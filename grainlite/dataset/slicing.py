@@ -21,10 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset, map_lineage
 from grainlite.dataset.shuffle import ShuffleMapDataset
-from grainlite.dataset.sources import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError, shown
 
 _INT64_SAFE = 2**62

@@ -30,9 +30,8 @@ import numpy as np
 
 from grainlite.checks import int_option
 from grainlite.dataset import seeding
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.dataset.sources import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array
 
 

@@ -15,9 +15,8 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.dataset.sources import as_index
-from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteValueError
 
 
