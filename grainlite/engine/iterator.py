@@ -72,9 +72,10 @@ class IteratorShell:
     that is open and not stopped.
     """
 
-    # For stopped_error: the iterator as the message's subject, and the call that starts anew.
-    _stopped_name: ClassVar[str] = "This iterator"
-    _restart_hint: ClassVar[str] = "iter(...)"
+    # For stopped_error: the iterator as the message's subject ("This iterator"), and the call
+    # that starts anew ("iter(loader)"). Each subclass sets both.
+    _stopped_name: ClassVar[str]
+    _restart_hint: ClassVar[str]
 
     _position: IteratorPosition
     _stream: Any
