@@ -59,7 +59,7 @@ def probe(api: str, batches: str, malloc: str, data: str, count: int) -> dict[st
     configs = {config.name: config for config in configs_for(workload)}
     source = lib_grainlite.array_record_source(data)
     if api == "dataset":
-        from grainlite.dataset.worker_pipeline import DatasetPipeline
+        from grainlite.dataset.mp.pipeline import DatasetPipeline
 
         run = lib_grainlite.make_run(workload, configs["grainlite-ds-w2"], source, 0)
         pipeline: Any = DatasetPipeline(run.iterate()._dataset._parent)

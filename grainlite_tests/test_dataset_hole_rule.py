@@ -13,7 +13,7 @@ import pytest
 
 from grainlite.dataset.base import MapDataset, first_hole_maker
 from grainlite.dataset.flat_map import FlatMapMapDataset
-from grainlite.dataset.worker_slicing import batch_block
+from grainlite.dataset.mp.slicing import batch_block
 from grainlite.options import MultiprocessingOptions
 from grainlite.transforms.base import FlatMapTransform
 

@@ -25,8 +25,8 @@ from leak_check import alive, live_children
 
 import grainlite as lite
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.dataset.mp_prefetch import MultiprocessPrefetchDatasetIterator
-from grainlite.dataset.worker_pipeline import DatasetPipeline
+from grainlite.dataset.mp.pipeline import DatasetPipeline
+from grainlite.dataset.mp.prefetch import MultiprocessPrefetchDatasetIterator
 from grainlite.options import MultiprocessingOptions
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, to_plain
 

@@ -12,8 +12,8 @@ import pytest
 
 import grainlite.dataset as gd
 import grainlite.transforms as gt
+from grainlite.dataset import _util
 from grainlite.dataset.base import MapDataset
-from grainlite.dataset.map import parent_getitems
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
 
 
@@ -209,7 +209,7 @@ def test_parent_getitems_falls_back_to_indexing_for_objects_without_it():
         def __getitem__(self, i):
             return i + 1
 
-    assert parent_getitems(Bare())([1, 2]) == [2, 3]
+    assert _util.parent_getitems(Bare())([1, 2]) == [2, 3]
 
 
 def _counter(x, rng):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from grainlite.dataset.worker_pipeline import DatasetPipeline
+from grainlite.dataset.mp.pipeline import DatasetPipeline
 from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.parent import WorkerStream

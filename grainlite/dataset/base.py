@@ -284,7 +284,7 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
     """A recipe for iterators: each ``iter(ds)`` is a fresh pass with its own position."""
 
     # True for a node that gives exactly one element for each element of its single parent, in
-    # order (a map): the mp_prefetch batch rule (grainlite.dataset.worker_slicing) may look
+    # order (a map): the mp_prefetch batch rule (grainlite.dataset.mp.slicing) may look
     # through it. False for every other node, and for a class defined outside grainlite that
     # does not declare it.
     one_to_one: ClassVar[bool] = False
@@ -376,9 +376,9 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
         ``backend=grainlite.ray.RayWorkers(num_workers=N)`` runs the workers as Ray actors
         instead (same elements, order and states; docs/how-to/ray.md).
         """
-        from grainlite.dataset import mp_prefetch
+        from grainlite.dataset.mp import prefetch
 
-        return mp_prefetch.MultiprocessPrefetchIterDataset(
+        return prefetch.MultiprocessPrefetchIterDataset(
             self,
             options,
             worker_init_fn=worker_init_fn,
@@ -388,9 +388,9 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
 
     def prefetch(self, multiprocessing_options: Any) -> IterDataset[T]:
         """Deprecated spelling of :meth:`mp_prefetch` (Grain's); kept so old code runs."""
-        from grainlite.dataset import mp_prefetch
+        from grainlite.dataset.mp import prefetch
 
-        return mp_prefetch.deprecated_prefetch(self, multiprocessing_options)
+        return prefetch.deprecated_prefetch(self, multiprocessing_options)
 
 
 class DatasetIterator(Generic[T], Iterator[T], abc.ABC):

@@ -38,9 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
-from grainlite.dataset.map import parent_getitems
-from grainlite.dataset.source import as_index
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.stats.counters import StageCounter, clock
 from grainlite.transforms.batch import make_batch, validate_batch_size

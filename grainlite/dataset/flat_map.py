@@ -31,9 +31,8 @@ from typing import Any
 import numpy as np
 
 from grainlite.checks import int_option, invalid_state, is_int
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.dataset.map import parent_getitems
-from grainlite.dataset.source import as_index
 from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,

@@ -19,6 +19,7 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from grainlite.dataset._util import parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.next_index import get_next_index, set_next_index
 from grainlite.dataset.seed import IndexRng, node_seed
@@ -68,14 +69,6 @@ def _is_transform_class(cls: type) -> bool:
     return any(
         callable(getattr(cls, name, None)) for kind in _SIGNATURES for name in methods_of(kind)
     )
-
-
-def parent_getitems(parent: Any) -> Callable[[Sequence[int]], list[Any]]:
-    """``parent._getitems`` where the parent has it (a user's class may not), else a loop."""
-    getitems = getattr(parent, "_getitems", None)
-    if getitems is not None:
-        return getitems  # type: ignore[no-any-return]
-    return lambda indices: [parent[i] for i in indices]
 
 
 def _name(transform: Any) -> str:

@@ -53,9 +53,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from grainlite.dataset._util import as_index
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.select import check_map_datasets, gather
-from grainlite.dataset.source import as_index
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, clipped, shown
 
 _log = logging.getLogger(__name__)

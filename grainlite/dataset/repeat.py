@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite.checks import int_option
+from grainlite.dataset._util import as_index, parent_getitems, wrapped_keys
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.dataset.map import parent_getitems
-from grainlite.dataset.source import as_index, wrapped_keys
 from grainlite.errors import GrainliteValueError
 
 

@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset
-from grainlite.dataset.map import parent_getitems
-from grainlite.dataset.source import as_index
 from grainlite.errors import (
     GrainliteTypeError,
     SelectionIndexError,

@@ -11,14 +11,14 @@ with numpy arithmetic.
 from __future__ import annotations
 
 import builtins
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from grainlite.dataset._util import as_index, wrapped_keys
 from grainlite.dataset.base import MapDataset
-from grainlite.errors import GrainliteTypeError, NotSequentialSliceError
+from grainlite.errors import NotSequentialSliceError
 from grainlite.sources.protocol import read_many
 
 
@@ -56,28 +56,6 @@ class _Window:
 
     def __getitem__(self, index: int) -> Any:
         return self.source[self.start + index]
-
-
-def as_index(index: Any, node: str) -> int:
-    """``index`` as a Python int, or a TypeError naming the node (Grain raises TypeError too)."""
-    try:
-        return operator.index(index)
-    except TypeError:
-        raise GrainliteTypeError(
-            f"{node} indices must be integers or slices (got {index!r} of type "
-            f"{type(index).__name__}); index with an int, e.g. ds[0], or a slice, e.g. ds[2:5]."
-        ) from None
-
-
-def wrapped_keys(indices: Sequence[int] | np.ndarray, length: int) -> np.ndarray:
-    """``indices % length`` as an int64 array (Grain's wrap-around of indices past the end)."""
-    try:
-        keys = np.asarray(indices, dtype=np.int64).reshape(-1)
-    except OverflowError:  # Python ints past int64 (the far end of an endless view)
-        return np.array([int(i) % length for i in indices], dtype=np.int64)
-    if keys.size and (int(keys.min()) < 0 or int(keys.max()) >= length):
-        keys = keys % length
-    return keys
 
 
 class SourceMapDataset(MapDataset):

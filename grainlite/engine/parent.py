@@ -54,7 +54,7 @@ class WorkerStream:
 
     ``pipeline`` is a :class:`~grainlite.engine.pipeline.WorkerPipeline`: the DataLoader's
     :class:`~grainlite.loader.pipeline.Pipeline` or a Dataset API
-    :class:`~grainlite.dataset.worker_pipeline.DatasetPipeline`. ``buffer`` is each worker's
+    :class:`~grainlite.dataset.mp.pipeline.DatasetPipeline`. ``buffer`` is each worker's
     element credit (the options' ``per_worker_buffer_size``; at least 1 is used). ``counters``
     (kept by the iterator across streams) receives the consumer's wait, the parent's transport
     time and the workers' reports.

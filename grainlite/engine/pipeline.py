@@ -2,7 +2,7 @@
 
 :class:`~grainlite.engine.parent.WorkerStream` runs one pipeline object in W worker processes.
 The DataLoader's is :class:`~grainlite.loader.pipeline.Pipeline`, the Dataset API's
-(``mp_prefetch``) is :class:`~grainlite.dataset.worker_pipeline.DatasetPipeline`. Both derive from
+(``mp_prefetch``) is :class:`~grainlite.dataset.mp.pipeline.DatasetPipeline`. Both derive from
 :class:`PipelineBase`, which gives the optional hooks a default that does nothing, so the engine
 calls every hook directly and never probes for one.
 
@@ -15,7 +15,7 @@ state (again from the new state after each restart).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any, Protocol, runtime_checkable
 
 _NO_POSITION = "the element after its last delivered one"
@@ -38,9 +38,10 @@ class WorkerPipeline(Protocol):
         state: Any,
         allocate: Callable[..., Any] | None = None,
         stats: Any = None,
-    ) -> Iterator[tuple[Any, Any]]:
+    ) -> Generator[tuple[Any, Any], None, None]:
         """Yields ``(element, state after it)`` for worker ``worker`` of ``workers`` from
-        ``state``; an element may be a :class:`~grainlite.engine.failures.FailedElement`.
+        ``state``; an element may be a :class:`~grainlite.engine.failures.FailedElement`. A
+        generator: closing it stops what the pipeline runs (reader threads).
         ``stats`` is what :meth:`make_stats` returned (passed only when that is not None)."""
         ...
 

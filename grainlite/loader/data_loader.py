@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from grainlite.engine.failures import FailedElement, hide_internal_frames, stopped_error
+from grainlite.engine.in_process import InProcessStream
+from grainlite.engine.iterator import IteratorShell
 from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,
@@ -32,7 +33,6 @@ from grainlite.stats.counters import ParentCounters
 from grainlite.transforms.base import classify
 
 if TYPE_CHECKING:
-    from grainlite.stats.chain import ChainTimer
     from grainlite.stats.report import Stats
 
 
@@ -161,24 +161,28 @@ class DataLoader:
         return iterator
 
 
-class DataLoaderIterator(Iterator[Any]):
+class DataLoaderIterator(IteratorShell, Iterator[Any]):
     """Iterates a DataLoader's elements; its position is saved and restored as small JSON.
 
     Close it (or use it as a context manager) to stop reader threads and worker processes at once;
-    garbage collection and interpreter exit do the same as a backstop.
+    garbage collection and interpreter exit do the same as a backstop. ``next()``, the errors that
+    stop the stream, ``close()`` and moving to a restored position are the shell both APIs share
+    (:class:`~grainlite.engine.iterator.IteratorShell`).
     """
+
+    _stopped_name = "This iterator"
+    _restart_hint = "iter(loader)"
 
     def __init__(self, loader: DataLoader, state: bytes | None = None) -> None:
         self._loader = loader
         self._layout = loader._layout
         self._pipeline = loader._pipeline
         workers = self._layout.workers
-        self._position = state_codec.IteratorPosition(
-            [self._pipeline.initial_state()] * workers, 0, [False] * workers
+        self._init_shell(
+            state_codec.IteratorPosition(
+                [self._pipeline.initial_state()] * workers, 0, [False] * workers
+            )
         )
-        self._stream: Any = None
-        self._closed = False
-        self._stopped_by: BaseException | None = None  # an error the stream cannot go on after
         self._counters = ParentCounters(self._layout.worker_count)  # stats(), across streams
         self._timer: Any = None  # the in-process pipeline's counters (worker_count=0)
         self._profiler: Any = None
@@ -189,6 +193,7 @@ class DataLoaderIterator(Iterator[Any]):
             self.set_state(state)
 
     def _start(self) -> Any:
+        """A new stream at ``_position``: the pipeline in this thread, or its worker processes."""
         if self._profiler is None and self._loader.multiprocessing_options.enable_profiling:
             from grainlite.stats.profiling import Profiler
 
@@ -196,7 +201,7 @@ class DataLoaderIterator(Iterator[Any]):
         if self._layout.worker_count == 0:
             if self._timer is None:
                 self._timer = self._pipeline.make_stats()
-            return _InProcessStream(self._pipeline, self._position, self._timer, self._counters)
+            return InProcessStream(self._pipeline, self._position, self._timer, self._counters)
         from grainlite.engine.parent import WorkerStream
 
         return WorkerStream(
@@ -208,35 +213,20 @@ class DataLoaderIterator(Iterator[Any]):
             backend=self._loader._backend,
         )
 
-    def __next__(self) -> Any:
-        stream = self._stream
-        if stream is None:
-            if self._stopped_by is not None:
-                raise stopped_error(self._stopped_by, "This iterator", "iter(loader)")
-            if self._closed:
-                raise LoaderClosedError(
-                    "This iterator was closed; call iter(loader) for a new one, or restore a "
-                    "saved state into a new iterator with set_state()."
-                )
-            if self._start_error is not None:
-                error, self._start_error = self._start_error, None
-                raise error
-            self._counters.start()
-            stream = self._stream = self._start()
-        try:
-            element = stream.next()
-        except StopIteration:
-            self._ended()
-            raise
-        except BaseException as error:
-            # A dead worker, a failed read, Ctrl-C: the stream cannot go on. It never ends
-            # silently: every later next() says why, until set_state() moves the iterator.
-            self._stopped_by = error
-            self.close()
-            raise
-        if element.__class__ is FailedElement:  # a transform raised: the stream goes on after it
-            raise hide_internal_frames(element.error)
-        return element
+    def _closed_error(self) -> BaseException:
+        return LoaderClosedError(
+            "This iterator was closed; call iter(loader) for a new one, or restore a "
+            "saved state into a new iterator with set_state()."
+        )
+
+    def _before_start(self) -> None:
+        if self._start_error is not None:
+            error, self._start_error = self._start_error, None
+            raise error
+        self._counters.start()
+
+    def _after_error(self) -> None:
+        self.close()
 
     def start_prefetch(self) -> None:
         """Starts the worker processes (if any) before the first ``next()``; idempotent.
@@ -278,16 +268,6 @@ class DataLoaderIterator(Iterator[Any]):
         when the JAX process count changed since the save."""
         self._move_to(elastic.restore_hosts(documents, hosts, self._layout, self._pipeline))
 
-    def _move_to(self, position: state_codec.IteratorPosition) -> None:
-        self._position = position
-        if self._stream is not None:
-            if getattr(self._stream, "alive", False) and self._stream.restart(position):
-                return  # the running workers moved; no new processes
-            self._stream.close()
-            self._stream = None
-        self._closed = False
-        self._stopped_by = None
-
     def stats(self) -> Stats:
         """Where this iterator's time went: per stage, the consumer's wait, and a diagnosis.
 
@@ -303,20 +283,7 @@ class DataLoaderIterator(Iterator[Any]):
         if self._profiler is not None:
             self._profiler.stop()
 
-    def close(self) -> None:
-        """Stops all background work now and releases its resources. Safe to call twice."""
-        self._ended()
-        if self._stream is not None:
-            self._position = self._stream.position()
-            self._stream.close()
-            self._stream = None
-        self._closed = True
-
-    def __enter__(self) -> DataLoaderIterator:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    _at_end = _ended
 
     def __del__(self) -> None:
         stream = getattr(self, "_stream", None)
@@ -325,38 +292,3 @@ class DataLoaderIterator(Iterator[Any]):
 
     def __str__(self) -> str:
         return f"PyGrainDatasetIterator(state={self.get_state().decode()})"
-
-
-class _InProcessStream:
-    """The driver for ``worker_count=0``: the pipeline runs in the calling thread."""
-
-    def __init__(
-        self,
-        pipeline: Pipeline,
-        position: state_codec.IteratorPosition,
-        timer: ChainTimer,
-        counters: ParentCounters,
-    ) -> None:
-        self._state = position.states[0]
-        self._generator = pipeline.iterate(0, 1, self._state, stats=timer)
-        self._counters = counters
-        self.next = self._first_next  # type: ignore[method-assign]  # then the plain next()
-
-    def _first_next(self) -> Any:
-        element = _InProcessStream.next(self)
-        del self.next  # the class's next() from now on: no check per element
-        self._counters.first_element()
-        return element
-
-    def start(self) -> None:
-        pass
-
-    def next(self) -> Any:
-        element, self._state = next(self._generator)
-        return element
-
-    def position(self) -> state_codec.IteratorPosition:
-        return state_codec.IteratorPosition([self._state], 0, [False])
-
-    def close(self) -> None:
-        self._generator.close()

@@ -36,15 +36,15 @@ from typing import Any, NamedTuple
 from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.experimental.interleave import InterleaveIterDataset
-from grainlite.dataset.next_index import get_next_index, set_next_index
-from grainlite.dataset.options import WithOptionsIterDataset, pipeline_options
-from grainlite.dataset.stopping import ReadStopped, get_stoppable, stoppable
-from grainlite.dataset.worker_slicing import (
+from grainlite.dataset.mp.slicing import (
     check_sliceable,
     is_to_iter,
     iter_nodes,
     slice_for_worker,
 )
+from grainlite.dataset.next_index import get_next_index, set_next_index
+from grainlite.dataset.options import WithOptionsIterDataset, pipeline_options
+from grainlite.dataset.stopping import ReadStopped, get_stoppable, stoppable
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, clipped
 
 # How long a blocked producer waits before it looks at its stop flag again.
@@ -292,7 +292,7 @@ def multithread_prefetch(
     element from each thread in turn (an ``InterleaveIterDataset`` with ``cycle_length=T``):
     Grain's elements, order and states (``{"next_index_in_cycle": ..., "iterators_in_use_states":
     [...]}``). The slicing is ``mp_prefetch``'s, its batch rule included
-    (:mod:`grainlite.dataset.worker_slicing`). As in Grain, ``num_threads > 1`` over a pipeline
+    (:mod:`grainlite.dataset.mp.slicing`). As in Grain, ``num_threads > 1`` over a pipeline
     with an ``IterDataset`` source of its own (no ``MapDataset`` below it to share out) is a
     ``ValueError``.
     """

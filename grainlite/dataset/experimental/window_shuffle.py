@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 
 from grainlite.checks import int_option
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.dataset.map import parent_getitems
 from grainlite.dataset.seed import node_seed
-from grainlite.dataset.source import as_index
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array
 
 

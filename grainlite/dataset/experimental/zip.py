@@ -15,9 +15,8 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
+from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.dataset.map import parent_getitems
-from grainlite.dataset.source import as_index
 from grainlite.errors import GrainliteValueError
 
 

@@ -3,7 +3,7 @@
 ``num_workers=W`` starts W worker processes of grainlite's engine (:mod:`grainlite.engine`, the
 DataLoader's: shared-memory transport for numpy arrays, credits per ``per_worker_buffer_size``,
 leak-free shutdown). Worker ``w`` runs the pipeline restricted to its share of the elements
-(:mod:`grainlite.dataset.worker_slicing`); the parent takes one element from each worker in turn,
+(:mod:`grainlite.dataset.mp.slicing`); the parent takes one element from each worker in turn,
 skipping finished workers, which is Grain's order. ``num_workers=0`` iterates the pipeline in this
 process (the iterator is the pipeline's own, as in Grain).
 
@@ -19,7 +19,7 @@ iterator moves its workers without starting new processes.
 Where it differs from Grain: an exception raised in a worker is re-raised at that element's place
 and the stream goes on after it (Grain ends the failing worker's share); batches with
 ``drop_remainder=True`` before ``mp_prefetch`` give the batches of one worker (Grain loses
-elements, google/grain#1129; the rule is in :mod:`~grainlite.dataset.worker_slicing`); workers
+elements, google/grain#1129; the rule is in :mod:`~grainlite.dataset.mp.slicing`); workers
 never need absl flags (google/grain#1355) and keep JAX on the CPU (google/grain#820, #1199).
 """
 
@@ -30,12 +30,12 @@ from collections.abc import Callable
 from typing import Any
 
 from grainlite.checks import int_option
-from grainlite.dataset import worker_slicing
 from grainlite.dataset.base import DatasetIterator, IterDataset
-from grainlite.dataset.mp_state import decode_state, encode_state
+from grainlite.dataset.mp.pipeline import DatasetPipeline
+from grainlite.dataset.mp.slicing import check_sliceable, drops_a_partial_batch_per_worker
+from grainlite.dataset.mp.state import decode_state, encode_state
 from grainlite.dataset.next_index import NoNextIndexError
-from grainlite.dataset.worker_pipeline import DatasetPipeline
-from grainlite.engine.failures import FailedElement, hide_internal_frames, stopped_error
+from grainlite.engine.iterator import IteratorShell
 from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteRuntimeError, shown
 from grainlite.options import MultiprocessingOptions
@@ -143,22 +143,27 @@ def deprecated_prefetch(ds: IterDataset, multiprocessing_options: Any) -> IterDa
     return MultiprocessPrefetchIterDataset(ds, multiprocessing_options)
 
 
-class MultiprocessPrefetchDatasetIterator(DatasetIterator):
+class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
     """The parent's side of ``mp_prefetch``: worker processes, their merge order, the state.
 
     Workers start at the first ``next()``; they end on :meth:`close`, at the end of the stream
     (unless a ``repeat`` above will start another epoch: :meth:`keep_workers_at_end`), on
     an error the stream cannot go on after, on Ctrl-C and when the iterator is garbage collected
     (the engine's process group finalizer: no ``__del__`` here). What no handler covers: a
-    SIGKILL of this process; its workers then exit when their socket closes.
+    SIGKILL of this process; its workers then exit when their socket closes. ``next()``, the
+    errors that stop the stream, ``close()`` and moving to a state are the shell both APIs
+    share (:class:`~grainlite.engine.iterator.IteratorShell`).
     """
+
+    _stopped_name = "This mp_prefetch iterator"
+    _restart_hint = "iter(dataset)"
 
     def __init__(self, dataset: MultiprocessPrefetchIterDataset) -> None:
         super().__init__()
         self._dataset = dataset
         self._workers = dataset.multiprocessing_options.num_workers
-        worker_slicing.check_sliceable(dataset._parent, self._workers)
-        if worker_slicing.drops_a_partial_batch_per_worker(dataset._parent, self._workers):
+        check_sliceable(dataset._parent, self._workers)
+        if drops_a_partial_batch_per_worker(dataset._parent, self._workers):
             warnings.warn(
                 f"mp_prefetch with {self._workers} workers over a batch(drop_remainder=True) "
                 "that a filter, flat map or custom node feeds: each worker drops its own partial "
@@ -171,9 +176,7 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             dataset._parent, dataset._sequential_slice, dataset._worker_init_fn
         )
         self._initial: list[Any] = [None] * self._workers
-        self._position = IteratorPosition([None] * self._workers, 0, [False] * self._workers)
-        self._stream: Any = None
-        self._stopped_by: BaseException | None = None
+        self._init_shell(IteratorPosition([None] * self._workers, 0, [False] * self._workers))
         self._keep_at_end = False  # see keep_workers_at_end
         self._stats_counters = ParentCounters(self._workers)  # stats(): kept across streams
 
@@ -192,39 +195,23 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         stream.linger_at_end = self._keep_at_end
         return stream
 
-    def __next__(self) -> Any:
-        stream = self._stream
-        if stream is None:
-            if self._stopped_by is not None:
-                raise stopped_error(self._stopped_by, "This mp_prefetch iterator", "iter(dataset)")
-            if self._closed:
-                raise GrainliteRuntimeError(
-                    "This mp_prefetch iterator was closed; call iter(dataset) for a new one, or "
-                    "set_state(...) to move this one to a saved position and go on from there."
-                )
-            if all(self._position.exhausted):
-                raise StopIteration
-            stream = self._stream = self._start()
-        try:
-            element = stream.next()
-        except StopIteration:
-            if not self._keep_at_end:
-                self._release()  # every worker is done: end the processes now
-            self._stats_counters.end()
-            raise
-        except BaseException as error:  # a dead worker, a failed start, Ctrl-C
-            self._stopped_by = error
-            self._release()
-            raise
-        if element.__class__ is FailedElement:  # raised in a worker: the stream goes on after it
-            raise hide_internal_frames(element.error)
-        return element
+    def _closed_error(self) -> BaseException:
+        return GrainliteRuntimeError(
+            "This mp_prefetch iterator was closed; call iter(dataset) for a new one, or "
+            "set_state(...) to move this one to a saved position and go on from there."
+        )
 
-    def _release(self) -> None:
-        if self._stream is not None:
-            self._position = self._stream.position()
-            self._stream.close()
-            self._stream = None
+    def _before_start(self) -> None:
+        if all(self._position.exhausted):
+            raise StopIteration
+
+    def _at_end(self) -> None:
+        if not self._keep_at_end:
+            self._release()  # every worker is done: end the processes now
+        self._stats_counters.end()
+
+    def _ended(self) -> None:
+        self._stats_counters.end()
 
     def get_state(self) -> dict[str, Any]:
         """Grain's ``mp_prefetch`` state: the merge position and every worker's iterator state."""
@@ -244,20 +231,14 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
     def set_state(self, state: dict[str, Any]) -> None:
         """Moves to ``state`` (from ``get_state`` here or in Grain with the same worker count).
         A damaged field, a worker's entry included, is a ValueError naming it."""
-        position = decode_state(
-            state,
-            self._workers,
-            self._initial_state,
-            lambda w, entry: self._pipeline.check_state(w, self._workers, entry),
+        self._move_to(
+            decode_state(
+                state,
+                self._workers,
+                self._initial_state,
+                lambda w, entry: self._pipeline.check_state(w, self._workers, entry),
+            )
         )
-        self._position = position
-        self._stopped_by = None
-        self._closed = False
-        if self._stream is not None:
-            if self._stream.alive and self._stream.restart(position):
-                return  # the running workers moved: no new processes
-            self._stream.close()
-            self._stream = None
 
     def _get_next_index(self) -> int:
         """Grain's ``get_next_index`` hook: with one worker, the index its iterator gives next
@@ -311,12 +292,6 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             stream = self._start()
             stream.start()  # closes the stream if it raises; every element made in a worker
             self._stream = stream
-
-    def close(self) -> None:
-        """Stops the worker processes and removes their shared memory now. Idempotent."""
-        self._release()
-        self._stats_counters.end()
-        super().close()
 
     def __str__(self) -> str:
         return f"MultiprocessPrefetchDatasetIterator(workers={self._workers})"

@@ -3,7 +3,7 @@
 The engine (:mod:`grainlite.engine`) runs any :class:`~grainlite.engine.pipeline.WorkerPipeline`;
 the DataLoader's is :class:`~grainlite.loader.pipeline.Pipeline`, the Dataset API's is
 :class:`DatasetPipeline`. Its stream is the pipeline restricted to
-the worker's share (:mod:`grainlite.dataset.worker_slicing`), and each element's state is the
+the worker's share (:mod:`grainlite.dataset.mp.slicing`), and each element's state is the
 worker iterator's ``get_state()``, the per-worker entry of Grain's ``mp_prefetch`` checkpoint.
 
 An exception raised by ``next()`` takes its element's place (the engine re-raises it in the
@@ -19,8 +19,9 @@ from typing import Any
 
 import cloudpickle
 
-from grainlite.dataset import read_ahead, worker_slicing
+from grainlite.dataset import read_ahead
 from grainlite.dataset.base import IterDataset
+from grainlite.dataset.mp.slicing import slice_for_worker
 from grainlite.dataset.next_index import NoNextIndexError, get_next_index
 from grainlite.dataset.options import in_force, set_options
 from grainlite.engine import pickling
@@ -131,7 +132,7 @@ class DatasetPipeline(PipelineBase):
                 raise
             return self.dataset
         dataset: IterDataset = cloudpickle.loads(blob).dataset
-        worker_slicing.slice_for_worker(dataset, worker, workers, self.sequential)
+        slice_for_worker(dataset, worker, workers, self.sequential)
         return dataset
 
     def initial_state(self, worker: int, workers: int) -> Any:
@@ -186,7 +187,7 @@ class DatasetPipeline(PipelineBase):
         """
         if not self._started:
             read_ahead.share_cpus(workers)
-            worker_slicing.slice_for_worker(self.dataset, worker, workers, self.sequential)
+            slice_for_worker(self.dataset, worker, workers, self.sequential)
             self._started = True
             if allocate is not None:
                 _fill_rows_when_sent(self.dataset)

@@ -1,0 +1,177 @@
+"""The parent's iterator over a stream: the shell ``DataLoaderIterator`` and ``mp_prefetch``'s
+iterator share.
+
+Both drive one stream object (:class:`~grainlite.engine.parent.WorkerStream` for worker
+processes, :class:`~grainlite.engine.in_process.InProcessStream` for the DataLoader's
+``worker_count=0``) the same way, and :class:`IteratorShell` is that way written once:
+
+- the stream starts at the first ``next()`` (or earlier, at ``start_prefetch()``) from
+  ``_position``, and ``_position`` takes the stream's position whenever the stream goes;
+- an element that failed in the pipeline (a :class:`~grainlite.engine.failures.FailedElement`)
+  is raised at its place and the stream goes on after it;
+- any other error from the stream (a dead worker, a failed start, Ctrl-C) stops it: the stream is
+  released and every later ``next()`` raises :func:`~grainlite.engine.failures.stopped_error`
+  naming the cause, until a move to a saved position (:meth:`IteratorShell._move_to`);
+- ``close()`` releases the stream; ``next()`` then raises the subclass's closed error, until a
+  move to a saved position reopens the iterator.
+
+What differs between the two iterators is left to hooks a subclass overrides, each named for the
+moment it runs at: :meth:`~IteratorShell._before_start`, :meth:`~IteratorShell._at_end`,
+:meth:`~IteratorShell._after_error` and :meth:`~IteratorShell._ended`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, Self
+
+from grainlite.engine.failures import FailedElement, hide_internal_frames, stopped_error
+from grainlite.engine.position import IteratorPosition
+
+
+class Stream(Protocol):
+    """What the shell asks of a stream (``WorkerStream`` and ``InProcessStream`` provide it)."""
+
+    @property
+    def alive(self) -> bool:
+        """True while :meth:`restart` can move the running stream."""
+        ...
+
+    def start(self) -> None:
+        """Starts the work behind the stream now (closes the stream if it raises)."""
+        ...
+
+    def next(self) -> Any:
+        """The next element or FailedElement; StopIteration at the end."""
+        ...
+
+    def restart(self, position: IteratorPosition) -> bool:
+        """Moves the running stream to ``position``; False if it cannot (it is then closed or
+        to be closed, and a new stream starts there)."""
+        ...
+
+    def position(self) -> IteratorPosition:
+        """Where the stream stands after its last element."""
+        ...
+
+    def close(self) -> None:
+        """Stops the work behind the stream and releases its resources; idempotent."""
+        ...
+
+
+class IteratorShell:
+    """Drives a stream: ``next()``, the errors that stop it, moves to a position, ``close()``.
+
+    A subclass calls :meth:`_init_shell` from its ``__init__``, makes streams in :meth:`_start`,
+    names itself for the stopped error (``_stopped_name``, ``_restart_hint``) and says what
+    ``next()`` raises after ``close()`` (:meth:`_closed_error`).
+
+    The attributes, shared with the subclass: ``_position`` (where the next stream starts),
+    ``_stream`` (None until one starts; None again after ``close()`` or an error),
+    ``_stopped_by`` (the error that stopped the stream) and ``_closed``. Whenever ``_stopped_by``
+    or ``_closed`` is set the stream is released, so a live stream always belongs to an iterator
+    that is open and not stopped.
+    """
+
+    # For stopped_error: the iterator as the message's subject ("This iterator"), and the call
+    # that starts anew ("iter(loader)"). Each subclass sets both.
+    _stopped_name: ClassVar[str]
+    _restart_hint: ClassVar[str]
+
+    _position: IteratorPosition
+    _stream: Any
+    _stopped_by: BaseException | None
+    _closed: bool
+
+    def _init_shell(self, position: IteratorPosition) -> None:
+        self._position = position
+        self._stream = None
+        self._stopped_by = None  # an error the stream cannot go on after
+        self._closed = False
+
+    # What a subclass provides -----------------------------------------------------------------
+    def _start(self) -> Stream:
+        """A new stream at ``_position`` (not started: ``next()`` or ``start()`` starts it)."""
+        raise NotImplementedError
+
+    def _closed_error(self) -> BaseException:
+        """What ``next()`` raises after ``close()``."""
+        raise NotImplementedError
+
+    # Hooks, each a no-op or the common case by default ----------------------------------------
+    def _before_start(self) -> None:
+        """Runs at a ``next()`` that finds no stream, just before :meth:`_start`; may raise
+        (``StopIteration`` when nothing is left to read, an error kept from ``iter()``)."""
+
+    def _at_end(self) -> None:
+        """Runs when the stream raises ``StopIteration``, before it reaches the caller."""
+
+    def _after_error(self) -> None:
+        """Runs when the stream raised an error it cannot go on after (``_stopped_by`` is set):
+        releases the stream."""
+        self._release()
+
+    def _ended(self) -> None:
+        """Runs first in :meth:`close` (stops counters and profilers)."""
+
+    # The shell --------------------------------------------------------------------------------
+    def __next__(self) -> Any:
+        stream = self._stream
+        if stream is None:
+            if self._stopped_by is not None:
+                raise stopped_error(self._stopped_by, self._stopped_name, self._restart_hint)
+            if self._closed:
+                raise self._closed_error()
+            self._before_start()
+            stream = self._stream = self._start()
+        try:
+            element = stream.next()
+        except StopIteration:
+            self._at_end()
+            raise
+        except BaseException as error:
+            # A dead worker, a failed read or start, Ctrl-C: the stream cannot go on. It never
+            # ends silently: every later next() says why, until a move to a position.
+            self._stopped_by = error
+            self._after_error()
+            raise
+        if element.__class__ is FailedElement:  # raised in the pipeline: the stream goes on
+            raise hide_internal_frames(element.error)
+        return element
+
+    def _move_to(self, position: IteratorPosition) -> None:
+        """Moves to ``position``: the next element is the one after it.
+
+        A running stream moves its workers there when it can (no new processes); otherwise it
+        is closed and the next ``next()`` starts a new one at ``position``. A stop or a close
+        is forgotten: the iterator goes on from ``position``. (The flags are cleared first; the
+        order does not matter, since a live stream never coexists with a stop or a close.)
+        """
+        self._position = position
+        self._stopped_by = None
+        self._closed = False
+        stream = self._stream
+        if stream is not None:
+            if stream.alive and stream.restart(position):
+                return  # the running workers moved: no new processes
+            stream.close()
+            self._stream = None
+
+    def _release(self) -> None:
+        """Closes the stream, if any, keeping its position for the next one."""
+        stream = self._stream
+        if stream is not None:
+            self._position = stream.position()
+            stream.close()
+            self._stream = None
+
+    def close(self) -> None:
+        """Stops all background work now and releases its resources. Safe to call twice."""
+        self._ended()
+        self._release()
+        self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
