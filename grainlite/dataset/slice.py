@@ -109,7 +109,7 @@ class BlockStrideMapDataset(MapDataset):
     """Blocks ``first, first + stride, ...`` of ``block`` consecutive elements of ``parent``.
 
     Worker ``first`` of ``stride`` of ``mp_prefetch`` reads these under its batch rule
-    (google/grain#1129, :mod:`grainlite.dataset.worker_slicing`).
+    (google/grain#1129, :mod:`grainlite.dataset.mp.slicing`).
     """
 
     def __init__(self, parent: MapDataset, block: int, first: int, stride: int) -> None:

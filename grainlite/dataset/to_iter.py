@@ -130,7 +130,7 @@ class PrefetchIterDataset(IterDataset):
         in place: blocks of ``block`` consecutive indices, block ``k`` going to worker
         ``k % workers`` (with ``sequential``, the worker's contiguous run of blocks). ``block``
         is 1, element by element (Grain's share), except under ``mp_prefetch``'s batch rule
-        (google/grain#1129, :mod:`grainlite.dataset.worker_slicing`)."""
+        (google/grain#1129, :mod:`grainlite.dataset.mp.slicing`)."""
         from grainlite.dataset.source import sequential_share
 
         parent = self._parent
