@@ -19,6 +19,7 @@ from typing import Any
 
 from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
+from grainlite.engine.packed_records import packed, unpacked
 from grainlite.engine.pipeline import PipelineBase
 from grainlite.loader.holes import Plan, Resuming, armed_push, wrap
 from grainlite.loader.reader import RecordReader
@@ -84,6 +85,17 @@ class Pipeline(PipelineBase):
     shard_index: int
     shard_count: int
     read_options: ReadOptions
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields to pickle; a large list of ``bytes`` records goes as one buffer
+        (:func:`~grainlite.engine.packed_records.packed`) and comes back an equal list."""
+        state = dict(self.__dict__)
+        state["source"] = packed(state["source"])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state["source"] = unpacked(state["source"])  # copy.copy keeps the stand-in
+        self.__dict__.update(state)
 
     def release_readers(self) -> None:
         """Closes the files this process opened for reading, where the source can reopen them
