@@ -129,9 +129,14 @@ class MultiprocessPrefetchIterDataset(IterDataset):
         return self._options
 
     def __iter__(self) -> DatasetIterator:
+        """The pipeline's own iterator with ``num_workers=0``; otherwise an iterator whose
+        worker processes start now, so their interpreters start while the caller does other
+        work before the first ``next()`` (as the DataLoader's ``iter()`` does)."""
         if self._options.num_workers == 0:
             return self._parent.__iter__()
-        return MultiprocessPrefetchDatasetIterator(self)
+        iterator = MultiprocessPrefetchDatasetIterator(self)
+        iterator._start_early()
+        return iterator
 
     def __str__(self) -> str:
         return f"MultiprocessPrefetchIterDataset(multiprocessing_options={self._options})"
@@ -146,7 +151,8 @@ def deprecated_prefetch(ds: IterDataset, multiprocessing_options: Any) -> IterDa
 class MultiprocessPrefetchDatasetIterator(DatasetIterator):
     """The parent's side of ``mp_prefetch``: worker processes, their merge order, the state.
 
-    Workers start at the first ``next()``; they end on :meth:`close`, at the end of the stream
+    Workers start at ``iter()`` (a start that fails there, such as a pipeline that cannot be
+    pickled, is raised by the first ``next()``); they end on :meth:`close`, at the end of the stream
     (unless a ``repeat`` above will start another epoch: :meth:`keep_workers_at_end`), on
     an error the stream cannot go on after, on Ctrl-C and when the iterator is garbage collected
     (the engine's process group finalizer: no ``__del__`` here). What no handler covers: a
@@ -176,6 +182,9 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
         self._stopped_by: BaseException | None = None
         self._keep_at_end = False  # see keep_workers_at_end
         self._stats_counters = ParentCounters(self._workers)  # stats(): kept across streams
+        # Why the workers could not start at iter() (a pipeline that cannot be pickled): raised
+        # by the first next(), where Grain raises it.
+        self._start_error: Exception | None = None
 
     def _start(self) -> Any:
         from grainlite.engine.parent import WorkerStream
@@ -202,6 +211,9 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
                     "This mp_prefetch iterator was closed; call iter(dataset) for a new one, or "
                     "set_state(...) to move this one to a saved position and go on from there."
                 )
+            if self._start_error is not None:
+                error, self._start_error = self._start_error, None
+                raise error
             if all(self._position.exhausted):
                 raise StopIteration
             stream = self._stream = self._start()
@@ -312,8 +324,16 @@ class MultiprocessPrefetchDatasetIterator(DatasetIterator):
             stream.start()  # closes the stream if it raises; every element made in a worker
             self._stream = stream
 
+    def _start_early(self) -> None:
+        """``start_prefetch()`` for ``iter()``: an error is kept for the first ``next()``."""
+        try:
+            self.start_prefetch()
+        except Exception as error:
+            self._start_error = error
+
     def close(self) -> None:
         """Stops the worker processes and removes their shared memory now. Idempotent."""
+        self._start_error = None
         self._release()
         self._stats_counters.end()
         super().close()
