@@ -19,6 +19,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 import cloudpickle
+import numpy as np
 
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
@@ -254,6 +255,15 @@ class _RowsLater:
 
     def __init__(self, rows: BatchRows, elements: list[Any]) -> None:
         self.rows, self.elements = rows, elements
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the batch it makes (what the read-ahead's memory bound counts)."""
+        rows = self.rows
+        row = sum(
+            int(np.prod(shape)) * dtype.itemsize for shape, dtype in zip(rows.shapes, rows.dtypes)
+        )
+        return row * len(self.elements)
 
     def fill(self, allocate: Callable[..., Any]) -> Any:
         """The batch, its rows in ``allocate``'s memory."""
