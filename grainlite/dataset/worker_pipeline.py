@@ -15,17 +15,16 @@ same pipeline in one process does; a worker iterator whose position did not move
 from __future__ import annotations
 
 import functools
+import pickle
 from collections.abc import Callable, Generator
 from typing import Any
 
-import cloudpickle
 import numpy as np
 
 from grainlite.dataset import read_ahead, worker_slicing
 from grainlite.dataset.base import IterDataset
 from grainlite.dataset.next_index import NoNextIndexError, get_next_index
 from grainlite.dataset.options import in_force, set_options
-from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.malloc import keep_freed_memory
 from grainlite.engine.pipeline import PipelineBase
@@ -35,6 +34,8 @@ from grainlite.transforms.batch_rows import BatchRows
 
 
 def _picklable(node: Any) -> bool:
+    from grainlite.engine import pickling  # cloudpickle: the parent's only
+
     try:
         pickling.dumps(node)
     except Exception:
@@ -96,6 +97,8 @@ class DatasetPipeline(PipelineBase):
     def pickled(self) -> bytes:
         """The pipeline, cloudpickled for the workers (once; the error says what cannot travel)."""
         if self._blob is None:
+            from grainlite.engine import pickling  # cloudpickle: the parent's only
+
             try:
                 self._blob = pickling.dumps(self)
             except Exception as error:
@@ -136,7 +139,7 @@ class DatasetPipeline(PipelineBase):
             if workers != 1:
                 raise
             return self.dataset
-        dataset: IterDataset = cloudpickle.loads(blob).dataset
+        dataset: IterDataset = pickle.loads(blob).dataset  # cloudpickle's output
         worker_slicing.slice_for_worker(dataset, worker, workers, self.sequential)
         return dataset
 

@@ -17,7 +17,6 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.packed_records import packed, unpacked
 from grainlite.engine.pipeline import PipelineBase
@@ -113,6 +112,8 @@ class Pipeline(PipelineBase):
         stays a ValueError, a lock gives pickle's TypeError), with a note naming the part of the
         pipeline that cannot travel (``data_source``, ``sampler`` or ``operations[i]``) and the fix.
         """
+        from grainlite.engine import pickling  # cloudpickle: the parent's only
+
         try:
             return pickling.dumps(self)
         except Exception as error:
