@@ -284,17 +284,20 @@ def render(results: dict[str, Any], before: str, repeats: int) -> str:
         )
     lines += [
         "",
-        "| worker 0's start-up, W=2 | parent: pickle the pipeline (s) | its size (MB) | "
-        "worker: interpreter (s) | imports (s) | unpickle (s) | first element (s) |",
+        "| worker 0's start-up, W=2, wall / CPU (s) | parent: pickle the pipeline | its size "
+        "(MB) | worker: interpreter | imports | unpickle | first element |",
         "|---|--:|--:|--:|--:|--:|--:|",
     ]
     for (workload, api), by_tree in results["steps"].items():
         for tree in ("before", "after"):
             runs = by_tree[tree]
-            cells = " | ".join(f"{_median(runs, key):.3f}" for key in _STEP_KEYS[1:])
+            cells = [
+                f"{_median(runs, key):.3f} / {_median(runs, key + '_cpu'):.3f}"
+                for key in _STEP_KEYS
+            ]
             lines.append(
-                f"| {workload}, {_API_NAMES[api]}, {tree} | {_median(runs, 'pickle'):.3f} | "
-                f"{_median(runs, 'blob_mb'):.1f} | {cells} |"
+                f"| {workload}, {_API_NAMES[api]}, {tree} | {cells[0]} | "
+                f"{_median(runs, 'blob_mb'):.1f} | {' | '.join(cells[1:])} |"
             )
     lines += [
         "",
