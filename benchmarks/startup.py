@@ -1,19 +1,25 @@
 """Start-up and memory, broken down: this tree against an earlier commit, in one run.
 
-``python -m benchmarks.startup [--before REV] [--repeats 5] [--write-docs]`` exports ``REV``
-(default ``d0fa596``, the commit before the start-up work) into a temporary folder and runs,
-interleaved, for each tree:
+``python -m benchmarks.startup [--before REV] [--repeats 5] [--workloads images,small,small-mem]
+[--apis loader,dataset] [--seconds 3] [--data-dir DIR] [--write-docs]`` exports ``REV``
+(default ``4dfc9bd``) into a temporary folder and runs, interleaved, for each tree:
 
 - **a worker's imports**: ``python -c "import grainlite.engine.child"``, the modules a worker
   process loads before it can read (wall time, and the process's PSS afterwards);
-- **a loader**: the ``images`` (one epoch) and ``small`` (3 s) workloads with ``worker_count=2``,
-  in a fresh process per run: the time from just before the ``DataLoader`` is built to the
-  1st, 2nd and 4th batch, records/s, and the peak PSS of the process tree with its parts: the
-  parent and the workers, each split into private memory (anonymous), mapped files and shared
-  memory (the batches in flight).
+- **worker 0's start-up, step by step**, per workload and API (``--steps``): the parent pickles
+  the run's pipeline (timed; the size of what it sends), then a fresh interpreter started as a
+  worker is times its imports, the unpickling of the pipeline (with the imports that brings)
+  and its first element, in wall and CPU time;
+- **a run** per workload and API (``--probe``): :mod:`benchmarks.measure`'s run with 2 workers
+  through the ``DataLoader`` or ``mp_prefetch``, in a fresh process: the time from just before
+  the pipeline is built to the 1st, 2nd and 4th batch, records/s (small workloads stop after
+  ``--seconds``), the parent's CPU time to the first batch, the workers' CPU time, and the peak
+  PSS of the process tree with its parts: the parent and the workers, each split into private
+  memory (anonymous), mapped files and shared memory (the batches in flight).
 
-Medians over the repeats are printed as Markdown; ``--write-docs`` puts them in
-``docs/performance.md`` between the ``startup`` markers.
+Medians over the repeats are printed as Markdown and saved as JSON under
+``benchmarks/results/``; ``--write-docs`` puts them in ``docs/performance.md`` between the
+``startup`` markers.
 """
 
 from __future__ import annotations
