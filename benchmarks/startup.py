@@ -1,19 +1,25 @@
 """Start-up and memory, broken down: this tree against an earlier commit, in one run.
 
-``python -m benchmarks.startup [--before REV] [--repeats 5] [--write-docs]`` exports ``REV``
-(default ``d0fa596``, the commit before the start-up work) into a temporary folder and runs,
-interleaved, for each tree:
+``python -m benchmarks.startup [--before REV] [--repeats 5] [--workloads images,small,small-mem]
+[--apis loader,dataset] [--seconds 3] [--data-dir DIR] [--write-docs]`` exports ``REV``
+(default ``4dfc9bd``) into a temporary folder and runs, interleaved, for each tree:
 
 - **a worker's imports**: ``python -c "import grainlite.engine.child"``, the modules a worker
   process loads before it can read (wall time, and the process's PSS afterwards);
-- **a loader**: the ``images`` (one epoch) and ``small`` (3 s) workloads with ``worker_count=2``,
-  in a fresh process per run: the time from just before the ``DataLoader`` is built to the
-  1st, 2nd and 4th batch, records/s, and the peak PSS of the process tree with its parts: the
-  parent and the workers, each split into private memory (anonymous), mapped files and shared
-  memory (the batches in flight).
+- **worker 0's start-up, step by step**, per workload and API (``--steps``): the parent pickles
+  the run's pipeline (timed; the size of what it sends), then a fresh interpreter started as a
+  worker is times its imports, the unpickling of the pipeline (with the imports that brings)
+  and its first element, in wall and CPU time;
+- **a run** per workload and API (``--probe``): :mod:`benchmarks.measure`'s run with 2 workers
+  through the ``DataLoader`` or ``mp_prefetch``, in a fresh process: the time from just before
+  the pipeline is built to the 1st, 2nd and 4th batch, records/s (small workloads stop after
+  ``--seconds``), the parent's CPU time to the first batch, the workers' CPU time, and the peak
+  PSS of the process tree with its parts: the parent and the workers, each split into private
+  memory (anonymous), mapped files and shared memory (the batches in flight).
 
-Medians over the repeats are printed as Markdown; ``--write-docs`` puts them in
-``docs/performance.md`` between the ``startup`` markers.
+Medians over the repeats are printed as Markdown and saved as JSON under
+``benchmarks/results/``; ``--write-docs`` puts them in ``docs/performance.md`` between the
+``startup`` markers.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOCS_PAGE = ROOT / "docs" / "performance.md"
 MARKERS = ("<!-- startup:start -->", "<!-- startup:end -->")
-DEFAULT_BEFORE = "d0fa596"
+DEFAULT_BEFORE = "4dfc9bd"
 _PARTS = ("Pss_Anon", "Pss_File", "Pss_Shmem")
 
 
@@ -60,21 +67,26 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def probe(workload: str, data: str, seconds: float) -> dict[str, Any]:
-    """One loader run in this process (``--probe``): batch times and the memory peak."""
-    import grainlite as grain
-    from benchmarks import lib_grainlite as lib
+_CONFIGS = {"loader": "grainlite-w2", "dataset": "grainlite-ds-w2"}
+LOADER_WORKLOADS = ("images", "small", "small-mem")
 
-    if workload == "images":
+
+def probe(workload_name: str, api: str, data: str, seconds: float) -> dict[str, Any]:
+    """One run in this process (``--probe``): batch times, CPU time and the memory peak.
+
+    The run is :mod:`benchmarks.measure`'s (same source, pipeline and timed region) with 2
+    workers, through the DataLoader (``api="loader"``) or ``mp_prefetch`` (``"dataset"``).
+    """
+    import grainlite as grain
+    from benchmarks.measure import _build
+    from benchmarks.memory import _config
+    from benchmarks.workloads import WORKLOADS
+
+    workload = WORKLOADS[workload_name]
+    if workload_name == "images":
         import cv2  # noqa: F401  (imported before the clock, as benchmarks.measure does)
 
-        operations = [lib.AugmentImage(), grain.Batch(128)]
-    else:
-        operations = [lib.ParseSmall(), grain.Batch(1024)]
-    source = grain.ArrayRecordDataSource(data)
-    sampler = grain.IndexSampler(
-        len(source), grain.NoSharding(), shuffle=True, seed=0, num_epochs=1
-    )
+    _source, run = _build(workload, _config(workload_name, _CONFIGS[api]), Path(data), 0)
     peak: dict[str, Any] = {"total": 0.0}
     stop = threading.Event()
 
@@ -91,28 +103,95 @@ def probe(workload: str, data: str, seconds: float) -> dict[str, Any]:
 
     sampler_thread = threading.Thread(target=sample, daemon=True)
     sampler_thread.start()
+    cpu_before = time.process_time()
     start = time.perf_counter()
-    loader = grain.DataLoader(
-        data_source=source, sampler=sampler, operations=operations, worker_count=2
-    )
     times, records = [], 0
-    with iter(loader) as iterator:
-        for batch in iterator:
-            times.append(time.perf_counter() - start)
-            records += len(batch["image"] if workload == "images" else batch)
-            if workload != "images" and times[-1] > seconds:
-                break
+    for batch in run.iterate():
+        times.append(time.perf_counter() - start)
+        if len(times) == 1:
+            first_cpu = time.process_time() - cpu_before
+        records += len(batch["image"] if workload_name == "images" else batch)
+        if times[-1] > seconds and len(times) >= 4:
+            break
+    run.close()
     stop.set()
     sampler_thread.join()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "grainlite": grain.__file__,
         "first_s": times[0],
         "second_s": times[1],
         "fourth_s": times[3],
         "records_per_s": records / times[-1],
+        "parent_cpu_to_first_s": first_cpu,
+        "workers_cpu_s": children.ru_utime + children.ru_stime,
         "peak_pss_mb": peak["total"],
         "parts": peak.get("parts", {}),
     }
+
+
+_STEPS = r"""
+import json, os, pickle, sys, time
+began, cpu0 = time.time(), time.process_time()
+import grainlite.engine.child
+imported, cpu1 = time.time(), time.process_time()
+with open(sys.argv[1], "rb") as file:
+    blob, state = pickle.load(file)
+read, cpu2 = time.time(), time.process_time()
+pipeline = pickle.loads(blob)
+unpickled, cpu3 = time.time(), time.process_time()
+element = next(iter(pipeline.iterate(0, 2, state)))
+made, cpu4 = time.time(), time.process_time()
+print(json.dumps({"interpreter": began - float(sys.argv[2]), "imports": imported - began,
+                  "unpickle": unpickled - read, "first_element": made - unpickled,
+                  "interpreter_cpu": cpu0, "imports_cpu": cpu1 - cpu0,
+                  "unpickle_cpu": cpu3 - cpu2, "first_element_cpu": cpu4 - cpu3,
+                  "grainlite": grainlite.__file__}))
+"""
+
+
+def steps(workload_name: str, api: str, data: str) -> dict[str, Any]:
+    """Worker 0's start-up, step by step (``--steps``), in a process started as a worker is.
+
+    This process builds the run and pickles its pipeline (timed: the parent's share of the
+    start-up); a fresh interpreter then times its imports, the unpickling of the pipeline and
+    the making of its first element (a batch) from the state a worker starts from.
+    """
+    import pickle
+    import subprocess
+    import tempfile
+
+    import grainlite as grain
+    from benchmarks.measure import _build
+    from benchmarks.memory import _config
+    from benchmarks.workloads import WORKLOADS
+
+    _source, run = _build(WORKLOADS[workload_name], _config(workload_name, _CONFIGS[api]),
+                          Path(data), 0)  # fmt: skip
+    iterator = run.iterate()
+    pipeline = iterator._pipeline
+    state = iterator._position.states[0]
+    if hasattr(pipeline, "_blob"):
+        pipeline._blob = None  # the Dataset pipeline keeps its bytes: time a fresh pickling
+    begin, cpu = time.perf_counter(), time.process_time()
+    blob = pipeline.pickled()
+    pickled, pickled_cpu = time.perf_counter() - begin, time.process_time() - cpu
+    run.close()
+    with tempfile.NamedTemporaryFile(suffix=".pkl") as file:
+        pickle.dump((blob, state), file, pickle.HIGHEST_PROTOCOL)
+        file.flush()
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        done = subprocess.run(
+            [sys.executable, "-c", _STEPS, file.name, repr(time.time())], env=env,
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if result["grainlite"] != grain.__file__:
+        raise RuntimeError(f"the worker imported {result['grainlite']}, not {grain.__file__}")
+    result.update(
+        pickle=pickled, pickle_cpu=pickled_cpu, blob_mb=len(blob) / 2**20, grainlite=grain.__file__
+    )
+    return result
 
 
 def _env(tree: Path) -> dict[str, str]:
@@ -141,17 +220,26 @@ def worker_imports(tree: Path) -> dict[str, float]:
     return result
 
 
-def loader_run(tree: Path, workload: str, data: Path, seconds: float) -> dict[str, Any]:
-    """One :func:`probe` in a fresh process importing grainlite from ``tree``."""
+def _in_tree(tree: Path, args: list[str]) -> dict[str, Any]:
+    """This script with ``args`` in a fresh process importing grainlite from ``tree``."""
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--probe", workload, str(data),
-         str(seconds)],
+        [sys.executable, str(Path(__file__).resolve()), *args],
         env=_env(tree), capture_output=True, text=True, check=True, cwd=tree,
     )  # fmt: skip
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     if not result["grainlite"].startswith(str(tree)):
         raise RuntimeError(f"the run imported {result['grainlite']}, not grainlite from {tree}")
     return result
+
+
+def loader_run(tree: Path, workload: str, api: str, data: Path, seconds: float) -> dict[str, Any]:
+    """One :func:`probe` in a fresh process importing grainlite from ``tree``."""
+    return _in_tree(tree, ["--probe", workload, api, str(data), str(seconds)])
+
+
+def steps_run(tree: Path, workload: str, api: str, data: Path) -> dict[str, Any]:
+    """One :func:`steps` in a fresh process importing grainlite from ``tree``."""
+    return _in_tree(tree, ["--steps", workload, api, str(data)])
 
 
 def export(rev: str, into: Path) -> Path:
@@ -180,8 +268,12 @@ def _parts(runs: list[dict[str, Any]]) -> str:
     return "; ".join(cells)
 
 
+_API_NAMES = {"loader": "DataLoader", "dataset": "Dataset API"}
+_STEP_KEYS = ("pickle", "interpreter", "imports", "unpickle", "first_element")
+
+
 def render(results: dict[str, Any], before: str, repeats: int) -> str:
-    """The Markdown of a run: worker imports, then the loaders, before and after."""
+    """The Markdown of a run: worker imports, the worker's start-up steps, then the runs."""
     lines = [
         f"Measured with `python -m benchmarks.startup --before {before} --repeats {repeats}` on "
         f"{time.strftime('%Y-%m-%d')}; medians of {repeats} interleaved runs. *before* is commit "
@@ -198,17 +290,37 @@ def render(results: dict[str, Any], before: str, repeats: int) -> str:
         )
     lines += [
         "",
-        "| workload, W=2 | 1st batch (s) | 2nd (s) | 4th (s) | records/s | peak PSS tree (MB) "
-        "| its parts at the median peak: process PSS (anon / file / shm) |",
-        "|---|--:|--:|--:|--:|--:|---|",
+        "| worker 0's start-up, W=2, wall / CPU (s) | parent: pickle the pipeline | its size "
+        "(MB) | worker: interpreter | imports | unpickle | first element |",
+        "|---|--:|--:|--:|--:|--:|--:|",
     ]
-    for workload in results["loaders"]:
+    for (workload, api), by_tree in results["steps"].items():
         for tree in ("before", "after"):
-            runs = results["loaders"][workload][tree]
+            runs = by_tree[tree]
+            cells = [
+                f"{_median(runs, key):.3f} / {_median(runs, key + '_cpu'):.3f}"
+                for key in _STEP_KEYS
+            ]
             lines.append(
-                f"| {workload}, {tree} | {_median(runs, 'first_s'):.3f} | "
+                f"| {workload}, {_API_NAMES[api]}, {tree} | {cells[0]} | "
+                f"{_median(runs, 'blob_mb'):.1f} | {' | '.join(cells[1:])} |"
+            )
+    lines += [
+        "",
+        "| workload, W=2 | 1st batch (s) | 2nd (s) | 4th (s) | records/s | parent CPU to the 1st "
+        "batch (s) | workers' CPU (s) | peak PSS tree (MB) "
+        "| its parts at the median peak: process PSS (anon / file / shm) |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for (workload, api), by_tree in results["loaders"].items():
+        for tree in ("before", "after"):
+            runs = by_tree[tree]
+            lines.append(
+                f"| {workload}, {_API_NAMES[api]}, {tree} | {_median(runs, 'first_s'):.3f} | "
                 f"{_median(runs, 'second_s'):.3f} | {_median(runs, 'fourth_s'):.3f} | "
-                f"{_median(runs, 'records_per_s'):,.0f} | {_median(runs, 'peak_pss_mb'):.0f} | "
+                f"{_median(runs, 'records_per_s'):,.0f} | "
+                f"{_median(runs, 'parent_cpu_to_first_s'):.3f} | "
+                f"{_median(runs, 'workers_cpu_s'):.2f} | {_median(runs, 'peak_pss_mb'):.0f} | "
                 f"{_parts(runs)} |"
             )
     return "\n".join(lines)
@@ -225,26 +337,39 @@ def write_docs(markdown: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--probe", nargs=3, metavar=("WORKLOAD", "DATA", "SECONDS"))
+    parser.add_argument("--probe", nargs=4, metavar=("WORKLOAD", "API", "DATA", "SECONDS"))
+    parser.add_argument("--steps", nargs=3, metavar=("WORKLOAD", "API", "DATA"))
     parser.add_argument("--before", default=DEFAULT_BEFORE)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--workloads", default=",".join(LOADER_WORKLOADS))
+    parser.add_argument("--apis", default="loader,dataset")
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of a small run")
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args(argv)
     if args.probe:
-        workload, data, seconds = args.probe
-        print(json.dumps(probe(workload, data, float(seconds))))
+        workload, api, file, seconds = args.probe
+        print(json.dumps(probe(workload, api, file, float(seconds))))
+        return 0
+    if args.steps:
+        print(json.dumps(steps(*args.steps)))
         return 0
     from benchmarks.bytecode import compile_tree
     from benchmarks.datagen import DEFAULT_DATA_DIR, ensure_data
     from benchmarks.workloads import WORKLOADS
 
+    data_dir = args.data_dir or DEFAULT_DATA_DIR
+    workloads = args.workloads.split(",")
+    apis = args.apis.split(",")
     data = {
-        name: ensure_data(DEFAULT_DATA_DIR, WORKLOADS[name], WORKLOADS[name].records, 0)
-        for name in ("images", "small")
+        name: ensure_data(data_dir, WORKLOADS[name], WORKLOADS[name].records, 0)
+        for name in workloads
     }
+    cases = [(name, api) for name in workloads for api in apis]
     results: dict[str, Any] = {
         "imports": {"before": [], "after": []},
-        "loaders": {name: {"before": [], "after": []} for name in data},
+        "steps": {case: {"before": [], "after": []} for case in cases},
+        "loaders": {case: {"before": [], "after": []} for case in cases},
     }
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"before": export(args.before, Path(tmp)), "after": ROOT}
@@ -253,15 +378,21 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             for tree, path in trees.items():
                 results["imports"][tree].append(worker_imports(path))
-                for name, file in data.items():
-                    run = loader_run(path, name, file, 3.0)
-                    results["loaders"][name][tree].append(run)
-                    print(f"round {repeat + 1} {tree} {name}: {run['first_s']:.3f} s, "
+                for name, api in cases:
+                    results["steps"][name, api][tree].append(steps_run(path, name, api, data[name]))
+                    run = loader_run(path, name, api, data[name], args.seconds)
+                    results["loaders"][name, api][tree].append(run)
+                    print(f"round {repeat + 1} {tree} {name} {api}: {run['first_s']:.3f} s, "
                           f"{run['peak_pss_mb']:.0f} MB", file=sys.stderr)  # fmt: skip
     markdown = render(results, args.before, args.repeats)
     print(markdown)
     out = ROOT / "benchmarks" / "results" / f"startup-{time.strftime('%Y%m%dT%H%M%SZ')}.json"
-    out.write_text(json.dumps(results, indent=1))
+    out.parent.mkdir(exist_ok=True)
+    saved = {
+        part: {f"{name} {api}": runs for (name, api), runs in results[part].items()}
+        for part in ("steps", "loaders")
+    }
+    out.write_text(json.dumps({"imports": results["imports"], **saved}, indent=1))
     if args.write_docs:
         write_docs(markdown)
     return 0

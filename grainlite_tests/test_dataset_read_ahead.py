@@ -66,6 +66,7 @@ def _read(source: Any, count: int, threads: int) -> None:
 def cpus(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Sets how many CPUs this process may use, and restores the process's CPU share after."""
     monkeypatch.setattr(read_ahead, "_cpus_for_reads", None)
+    monkeypatch.setattr(read_ahead, "_read_ahead_bytes", read_ahead._READ_AHEAD_BYTES)
 
     def set_cpus(count: int) -> None:
         monkeypatch.setattr(read_ahead, "usable_cpu_count", lambda: count)
@@ -214,3 +215,71 @@ def test_reads_that_prove_cheap_after_a_slow_first_read_move_back_and_resume_exa
         restored = make()
         restored.set_state(states[k])
         assert list(restored) == elements[k:], f"restored after {k} elements"
+
+
+def test_an_mp_prefetch_worker_reads_ahead_at_most_its_share_of_64_mib(cpus):
+    cpus(8)
+    read_ahead.share_cpus(4)  # one of 4 workers: 16 MiB of read-ahead
+    source = LargeSlowReads(200)
+    options = grain.ReadOptions(num_threads=4, prefetch_buffer_size=500)
+    ahead = []
+    with iter(grain.MapDataset.source(source).to_iter_dataset(options)) as iterator:
+        for consumed in range(150):
+            next(iterator)
+            time.sleep(200e-6)
+            ahead.append(source.furthest - consumed)
+    assert max(ahead[50:]) <= 2 * (16 << 20) // (4 << 20), max(ahead)
+
+
+_running = 0
+_most_running = 0
+_running_lock = threading.Lock()
+
+
+class SlowLargeElement(grain.MapTransform):
+    """A 2 MiB element made after a 20 ms wait (storage, not CPU: reads move to threads at
+    once), with the most elements this process was making at the same time."""
+
+    def map(self, index: int) -> dict[str, Any]:
+        global _running, _most_running
+        with _running_lock:
+            _running += 1
+            _most_running = max(_most_running, _running)
+        time.sleep(0.02)
+        with _running_lock:
+            _running -= 1
+            most = _most_running
+        return {"x": np.full(1 << 19, index, dtype=np.float32), "most": np.int64(most)}
+
+
+def test_batches_an_mp_prefetch_worker_fills_when_sent_count_their_bytes_in_the_read_ahead():
+    # Each batch is 8 elements of 2 MiB, filled into shared memory when sent: a worker may read
+    # 32 MiB ahead (64 MiB for 2 workers), so 2 batches at a time, each read by one thread. A
+    # batch whose size was not counted let all 16 threads read a batch each.
+    dataset = (
+        grain.MapDataset.range(8 * 12)
+        .map(SlowLargeElement())
+        .batch(8)
+        .to_iter_dataset(grain.ReadOptions(num_threads=16, prefetch_buffer_size=500))
+        .mp_prefetch(grain.MultiprocessingOptions(num_workers=2))
+    )
+    iterator = iter(dataset)
+    try:
+        batches = list(iterator)
+    finally:
+        iterator.close()
+    assert sorted(int(row[0]) for batch in batches for row in batch["x"]) == list(range(96))
+    most = max(int(batch["most"].max()) for batch in batches)
+    assert most <= 2, most
+
+
+def test_a_batch_a_worker_fills_when_sent_counts_the_bytes_of_the_batch_it_makes():
+    from grainlite.dataset import worker_pipeline
+
+    elements = [
+        {"image": np.full((64, 64, 3), i, np.float32), "label": np.int64(i)} for i in range(5)
+    ]
+    later = worker_pipeline._stack_later(elements)
+    assert type(later) is worker_pipeline._RowsLater
+    expected = 5 * (64 * 64 * 3 * 4 + np.dtype(np.int64).itemsize)
+    assert read_ahead._nbytes(later) == expected

@@ -180,3 +180,43 @@ def test_the_first_element_of_each_of_many_mp_prefetch_iterators_is_made_in_a_wo
             iterator.close()
     _check_made_in_workers(firsts)
     assert [record for record, *_ in firsts] == [firsts[0][0]] * 4
+
+
+def test_iter_of_an_mp_prefetch_dataset_starts_the_workers_before_the_first_next(
+    parent_with_an_accelerator,
+):
+    iterator = iter(_prefetched(2))
+    try:
+        pids = iterator._stream.pids()
+        assert len(pids) == 2 and os.getpid() not in pids
+        made = list(iterator)
+    finally:
+        iterator.close()
+    _check_made_in_workers(made)
+    assert {pid for _, pid, _, _ in made} == set(pids)
+
+
+class HoldsALock(grain.MapTransform):
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+
+    def map(self, element: int) -> int:
+        return element
+
+
+def test_an_mp_prefetch_pipeline_that_cannot_be_pickled_fails_at_the_first_next_not_at_iter():
+    dataset = (
+        grain.MapDataset.range(4)
+        .map(HoldsALock())
+        .to_iter_dataset()
+        .mp_prefetch(grain.MultiprocessingOptions(num_workers=2))
+    )
+    iterator = iter(dataset)  # starts nothing that stays: the error waits for next()
+    try:
+        assert iterator._stream is None
+        with pytest.raises(TypeError, match="cannot pickle"):
+            next(iterator)
+    finally:
+        iterator.close()

@@ -17,8 +17,10 @@ more threads than spare CPUs only fight over them: such reads get at most one th
 process may use beyond the consuming one (none if a single thread could only overlap a consumer
 that hardly works), and none inside an ``mp_prefetch`` worker, which is itself one of several
 processes sharing the CPUs (see :func:`share_cpus`). Reads that wait get
-``num_threads``. The elements in flight are also bounded by memory (:data:`_READ_AHEAD_BYTES`), so
-large elements (a decoded batch of images) are not read hundreds ahead. Which thread reads never
+``num_threads``. The elements in flight are also bounded by memory (:data:`_READ_AHEAD_BYTES`,
+shared by the ``mp_prefetch`` workers of a host), so large elements (a decoded batch of images,
+one a worker will fill into shared memory when it sends it included) are not read hundreds
+ahead. Which thread reads never
 changes what is read or in which order.
 
 A read that raises an ``Exception`` is read again element by element (:func:`read_block`), so the
@@ -78,13 +80,17 @@ _JOIN_S = 60.0
 
 # The CPUs this process's reads may use; None: all it may use (see share_cpus).
 _cpus_for_reads: float | None = None
+# The bytes this process may read ahead (see share_cpus).
+_read_ahead_bytes = _READ_AHEAD_BYTES
 
 
 def share_cpus(workers: int) -> None:
-    """Declares this process one of ``workers`` processes sharing the CPUs (an ``mp_prefetch``
-    worker): CPU-bound reads then use threads only for this process's share beyond its own."""
-    global _cpus_for_reads
+    """Declares this process one of ``workers`` processes sharing the CPUs and the memory (an
+    ``mp_prefetch`` worker): CPU-bound reads then use threads only for this process's share
+    beyond its own, and it reads ahead at most its share of :data:`_READ_AHEAD_BYTES`."""
+    global _cpus_for_reads, _read_ahead_bytes
     _cpus_for_reads = usable_cpu_count() / max(1, workers)
+    _read_ahead_bytes = _READ_AHEAD_BYTES // max(1, workers)
 
 
 def _spare_cpus() -> int:
@@ -103,7 +109,8 @@ def _nbytes(tree: Any) -> int:
         return sum(_nbytes(value) for value in tree.values())
     if isinstance(tree, list | tuple):
         return sum(_nbytes(value) for value in tree)
-    return 8
+    size = getattr(tree, "nbytes", None)  # an object that says its size (a batch made later)
+    return size if type(size) is int else 8
 
 
 class ElementReadError(Exception):
@@ -356,7 +363,7 @@ class BlockReader:
         of costly elements stays small), with at most ``prefetch_buffer_size`` elements,
         ``_READ_AHEAD_BYTES`` and two blocks per thread in flight (``whole_buffer``: as many
         blocks as the first two bounds allow)."""
-        in_flight = min(self._buffer, _READ_AHEAD_BYTES // max(1, self._element_bytes))
+        in_flight = min(self._buffer, _read_ahead_bytes // max(1, self._element_bytes))
         self._block = max(1, min(self._size, self._buffer // threads, in_flight))
         blocks = in_flight // self._block
         self._depth = max(1, blocks if whole_buffer else min(blocks, 2 * threads))

@@ -18,6 +18,7 @@ import numpy as np
 
 from grainlite.dataset._util import as_index, wrapped_keys
 from grainlite.dataset.base import MapDataset
+from grainlite.engine.packed_records import packed, unpacked
 from grainlite.errors import NotSequentialSliceError
 from grainlite.sources.protocol import read_many
 
@@ -72,6 +73,17 @@ class SourceMapDataset(MapDataset):
     def __init__(self, source: Any) -> None:
         super().__init__()
         self._source = source
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The attributes to pickle; a large list of ``bytes`` records goes as one buffer
+        (:func:`~grainlite.engine.packed_records.packed`) and comes back an equal list."""
+        state = self.__dict__.copy()
+        state["_source"] = packed(state["_source"])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state["_source"] = unpacked(state["_source"])  # copy.copy keeps the stand-in
+        self.__dict__.update(state)
 
     def __len__(self) -> int:
         return len(self._source)

@@ -87,6 +87,9 @@ class IteratorShell:
         self._stream = None
         self._stopped_by = None  # an error the stream cannot go on after
         self._closed = False
+        # Why the workers could not start at iter() (a pipeline that cannot be pickled): kept
+        # for the first next(), where Grain raises it.
+        self._start_error: Exception | None = None
 
     # What a subclass provides -----------------------------------------------------------------
     def _start(self) -> Stream:
@@ -121,6 +124,9 @@ class IteratorShell:
                 raise stopped_error(self._stopped_by, self._stopped_name, self._restart_hint)
             if self._closed:
                 raise self._closed_error()
+            if self._start_error is not None:
+                error, self._start_error = self._start_error, None
+                raise error
             self._before_start()
             stream = self._stream = self._start()
         try:
@@ -137,6 +143,17 @@ class IteratorShell:
         if element.__class__ is FailedElement:  # raised in the pipeline: the stream goes on
             raise hide_internal_frames(element.error)
         return element
+
+    def start_prefetch(self) -> None:
+        """Starts the workers before the first ``next()``; each subclass says when it may."""
+        raise NotImplementedError
+
+    def _start_early(self) -> None:
+        """``start_prefetch()`` for ``iter()``: an error is kept for the first ``next()``."""
+        try:
+            self.start_prefetch()
+        except Exception as error:
+            self._start_error = error
 
     def _move_to(self, position: IteratorPosition) -> None:
         """Moves to ``position``: the next element is the one after it.
@@ -166,6 +183,7 @@ class IteratorShell:
 
     def close(self) -> None:
         """Stops all background work now and releases its resources. Safe to call twice."""
+        self._start_error = None
         self._ended()
         self._release()
         self._closed = True

@@ -40,9 +40,27 @@ def _code_reduce_keeping_file_name(code: types.CodeType) -> Any:
     return constructor, named
 
 
+def _method_reduce_by_name(method: types.MethodType) -> Any:
+    """A bound method as ``getattr(its object, its name)`` (what plain pickle writes) where that
+    gives the method back, so the worker needs no cloudpickle to load it (a Dataset node keeps
+    ``transform.map``); otherwise cloudpickle's reduction."""
+    owner, name = method.__self__, method.__func__.__name__
+    try:
+        same = getattr(owner, name, None) == method
+    except Exception:
+        same = False
+    if same:
+        return getattr, (owner, name)
+    return cloudpickle.Pickler.dispatch_table[types.MethodType](method)
+
+
 class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]  # cloudpickle ships no type hints
     dispatch_table = ChainMap(
-        {types.CodeType: _code_reduce_keeping_file_name}, cloudpickle.Pickler.dispatch_table
+        {
+            types.CodeType: _code_reduce_keeping_file_name,
+            types.MethodType: _method_reduce_by_name,
+        },
+        cloudpickle.Pickler.dispatch_table,
     )
 
 

@@ -186,9 +186,6 @@ class DataLoaderIterator(IteratorShell, Iterator[Any]):
         self._counters = ParentCounters(self._layout.worker_count)  # stats(), across streams
         self._timer: Any = None  # the in-process pipeline's counters (worker_count=0)
         self._profiler: Any = None
-        # Why the workers could not start at iter() (a pipeline that cannot be pickled): raised
-        # by the first next(), where Grain raises it.
-        self._start_error: Exception | None = None
         if state is not None:
             self.set_state(state)
 
@@ -220,9 +217,6 @@ class DataLoaderIterator(IteratorShell, Iterator[Any]):
         )
 
     def _before_start(self) -> None:
-        if self._start_error is not None:
-            error, self._start_error = self._start_error, None
-            raise error
         self._counters.start()
 
     def _after_error(self) -> None:
@@ -238,13 +232,6 @@ class DataLoaderIterator(IteratorShell, Iterator[Any]):
             stream = self._start()
             stream.start()  # closes the stream if it raises
             self._stream = stream
-
-    def _start_early(self) -> None:
-        """``start_prefetch()`` for ``iter()``: an error is kept for the first ``next()``."""
-        try:
-            self.start_prefetch()
-        except Exception as error:
-            self._start_error = error
 
     def get_state(self) -> bytes:
         """The position after the last element returned, as Grain's checkpoint JSON."""

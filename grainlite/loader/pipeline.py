@@ -18,8 +18,8 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
+from grainlite.engine.packed_records import packed, unpacked
 from grainlite.engine.pipeline import PipelineBase
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.runs import MappedRuns
@@ -71,6 +71,17 @@ class Pipeline(PipelineBase):
     shard_count: int
     read_options: ReadOptions
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields to pickle; a large list of ``bytes`` records goes as one buffer
+        (:func:`~grainlite.engine.packed_records.packed`) and comes back an equal list."""
+        state = dict(self.__dict__)
+        state["source"] = packed(state["source"])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state["source"] = unpacked(state["source"])  # copy.copy keeps the stand-in
+        self.__dict__.update(state)
+
     def release_readers(self) -> None:
         """Closes the files this process opened for reading, where the source can reopen them
         on its next read (grainlite's ArrayRecordDataSource): the parent keeps no reader (and its
@@ -87,6 +98,8 @@ class Pipeline(PipelineBase):
         stays a ValueError, a lock gives pickle's TypeError), with a note naming the part of the
         pipeline that cannot travel (``data_source``, ``sampler`` or ``operations[i]``) and the fix.
         """
+        from grainlite.engine import pickling  # cloudpickle: the parent's only
+
         try:
             return pickling.dumps(self)
         except Exception as error:

@@ -14,17 +14,17 @@ same pipeline in one process does; a worker iterator whose position did not move
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Generator
 from typing import Any
 
-import cloudpickle
+import numpy as np
 
 from grainlite.dataset import read_ahead
 from grainlite.dataset.base import IterDataset
 from grainlite.dataset.mp.slicing import slice_for_worker
 from grainlite.dataset.next_index import NoNextIndexError, get_next_index
 from grainlite.dataset.options import in_force, set_options
-from grainlite.engine import pickling
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.malloc import keep_freed_memory
 from grainlite.engine.pipeline import PipelineBase
@@ -33,6 +33,8 @@ from grainlite.transforms.batch_rows import BatchRows
 
 
 def _picklable(node: Any) -> bool:
+    from grainlite.engine import pickling  # cloudpickle: the parent's only
+
     try:
         pickling.dumps(node)
     except Exception:
@@ -91,6 +93,8 @@ class DatasetPipeline(PipelineBase):
     def pickled(self) -> bytes:
         """The pipeline, cloudpickled for the workers (once; the error says what cannot travel)."""
         if self._blob is None:
+            from grainlite.engine import pickling  # cloudpickle: the parent's only
+
             try:
                 self._blob = pickling.dumps(self)
             except Exception as error:
@@ -131,7 +135,7 @@ class DatasetPipeline(PipelineBase):
             if workers != 1:
                 raise
             return self.dataset
-        dataset: IterDataset = cloudpickle.loads(blob).dataset
+        dataset: IterDataset = pickle.loads(blob).dataset  # cloudpickle's output
         slice_for_worker(dataset, worker, workers, self.sequential)
         return dataset
 
@@ -252,6 +256,15 @@ class _RowsLater:
 
     def __init__(self, rows: BatchRows, elements: list[Any]) -> None:
         self.rows, self.elements = rows, elements
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the batch it makes (what the read-ahead's memory bound counts)."""
+        rows = self.rows
+        row = sum(
+            int(np.prod(shape)) * dtype.itemsize for shape, dtype in zip(rows.shapes, rows.dtypes)
+        )
+        return row * len(self.elements)
 
     def fill(self, allocate: Callable[..., Any]) -> Any:
         """The batch, its rows in ``allocate``'s memory."""

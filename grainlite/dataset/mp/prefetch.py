@@ -129,9 +129,14 @@ class MultiprocessPrefetchIterDataset(IterDataset):
         return self._options
 
     def __iter__(self) -> DatasetIterator:
+        """The pipeline's own iterator with ``num_workers=0``; otherwise an iterator whose
+        worker processes start now, so their interpreters start while the caller does other
+        work before the first ``next()`` (as the DataLoader's ``iter()`` does)."""
         if self._options.num_workers == 0:
             return self._parent.__iter__()
-        return MultiprocessPrefetchDatasetIterator(self)
+        iterator = MultiprocessPrefetchDatasetIterator(self)
+        iterator._start_early()
+        return iterator
 
     def __str__(self) -> str:
         return f"MultiprocessPrefetchIterDataset(multiprocessing_options={self._options})"
@@ -146,7 +151,8 @@ def deprecated_prefetch(ds: IterDataset, multiprocessing_options: Any) -> IterDa
 class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
     """The parent's side of ``mp_prefetch``: worker processes, their merge order, the state.
 
-    Workers start at the first ``next()``; they end on :meth:`close`, at the end of the stream
+    Workers start at ``iter()`` (a start that fails there, such as a pipeline that cannot be
+    pickled, is raised by the first ``next()``); they end on :meth:`close`, at the end of the stream
     (unless a ``repeat`` above will start another epoch: :meth:`keep_workers_at_end`), on
     an error the stream cannot go on after, on Ctrl-C and when the iterator is garbage collected
     (the engine's process group finalizer: no ``__del__`` here). What no handler covers: a

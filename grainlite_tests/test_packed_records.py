@@ -1,0 +1,123 @@
+"""A large list of ``bytes`` records travels to the workers as one buffer and comes back equal.
+
+The records are what pickle would have sent: the same values (trailing zero bytes, empty records
+and records of mixed lengths included), in a ``list``, read by real worker processes of both APIs.
+Lists that are short, or hold anything but ``bytes``, pickle as they always did.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import pickletools
+
+import pytest
+
+import grainlite as grain
+from grainlite.engine.packed_records import MIN_RECORDS, packed
+
+pytestmark = pytest.mark.timeout(180)
+
+COUNT = MIN_RECORDS + 100
+
+
+def _fixed_records() -> list[bytes]:
+    # 16 bytes each, most ending in zero bytes (what a ShareableList would strip).
+    return [i.to_bytes(8, "little") + bytes(8) for i in range(COUNT)]
+
+
+def _mixed_records() -> list[bytes]:
+    return [bytes([i % 251]) * (i % 7) + b"\x00" * (i % 3) for i in range(COUNT)]
+
+
+def _bytes_objects_in(blob: bytes) -> int:
+    """How many bytes objects a pickle holds (one per record when a list goes as it is)."""
+    names = ("SHORT_BINBYTES", "BINBYTES", "BINBYTES8")
+    return sum(1 for opcode, _, _ in pickletools.genops(blob) if opcode.name in names)
+
+
+@pytest.mark.parametrize("make", [_fixed_records, _mixed_records])
+def test_a_large_list_of_bytes_pickles_as_one_buffer_and_unpickles_as_an_equal_list(make):
+    records = make()
+    blob = pickle.dumps(packed(records), pickle.HIGHEST_PROTOCOL)
+    assert _bytes_objects_in(blob) <= 2
+    back = pickle.loads(blob)
+    assert type(back) is list
+    assert back == records
+    assert {type(record) for record in back} == {bytes}
+
+
+def test_a_list_of_empty_records_comes_back_equal():
+    records = [b""] * COUNT
+    assert pickle.loads(pickle.dumps(packed(records))) == records
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [b"ab"] * (MIN_RECORDS - 1),  # short
+        [b"ab"] * COUNT + ["text"],  # not all bytes
+        [bytearray(b"ab")] * COUNT,  # bytes-like but not bytes: must come back a bytearray
+        tuple([b"ab"] * COUNT),  # not a list
+    ],
+    ids=["short", "mixed-types", "bytearrays", "tuple"],
+)
+def test_other_sources_are_left_as_they_are(records):
+    assert packed(records) is records
+
+
+def test_copies_of_a_dataset_and_a_pipeline_over_a_large_list_read_the_list():
+    records = _fixed_records()
+    dataset = grain.MapDataset.source(records)
+    assert copy.copy(dataset)._source is records  # a shallow copy shares the list
+    assert copy.deepcopy(dataset)._source == records
+    assert copy.copy(dataset)[5] == records[5]
+    loader = grain.DataLoader(
+        data_source=records,
+        sampler=grain.IndexSampler(len(records), grain.NoSharding(), num_epochs=1),
+    )
+    assert copy.copy(loader._pipeline).source is records
+    assert copy.deepcopy(loader._pipeline).source == records
+
+
+class Where(grain.MapTransform):
+    def map(self, record: bytes) -> tuple[bytes, int]:
+        return record, os.getpid()
+
+
+def _check(made: list[tuple[bytes, int]], records: list[bytes]) -> None:
+    assert sorted(record for record, _ in made) == sorted(records)
+    assert os.getpid() not in {pid for _, pid in made}
+
+
+@pytest.mark.parametrize("make", [_fixed_records, _mixed_records])
+def test_the_data_loaders_workers_read_every_record_of_a_list_source(make):
+    records = make()
+    loader = grain.DataLoader(
+        data_source=records,
+        sampler=grain.IndexSampler(len(records), grain.NoSharding(), num_epochs=1),
+        operations=[Where()],
+        worker_count=2,
+    )
+    assert _bytes_objects_in(loader._pipeline.pickled()) < 10
+    with iter(loader) as iterator:
+        _check(list(iterator), records)
+
+
+@pytest.mark.parametrize("make", [_fixed_records, _mixed_records])
+def test_mp_prefetch_workers_read_every_record_of_a_list_source(make):
+    records = make()
+    dataset = (
+        grain.MapDataset.source(records)
+        .map(Where())
+        .to_iter_dataset()
+        .mp_prefetch(grain.MultiprocessingOptions(num_workers=2))
+    )
+    iterator = iter(dataset)
+    try:
+        assert _bytes_objects_in(iterator._pipeline.pickled()) < 10
+        made = list(iterator)
+    finally:
+        iterator.close()
+    _check(made, records)
