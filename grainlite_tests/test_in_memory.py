@@ -136,7 +136,7 @@ _RECORDS = [
     "elements",
     [
         _RECORDS,
-        [b"odd"] + _RECORDS[1:],  # one length, but stored off the 16-byte grid after b"odd"
+        [b"odd", *_RECORDS[1:]],  # one length, but stored off the 16-byte grid after b"odd"
         _RECORDS[:500] + [b"\x00" * 8] * 500,  # two lengths
         [bytes(range(k % 40)) + b"\x00" * (k % 3) for k in range(1000)],
         [b""] * 1000,
