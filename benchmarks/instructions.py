@@ -6,7 +6,8 @@ the first ``a`` and then the first ``b`` records of the workload's shuffled epoc
 ``(instructions(b) - instructions(a)) / (b - a)``: the marginal instructions per record, with
 start-up, imports and one-time costs cancelled out. The pipelines are the benchmark's
 (:mod:`benchmarks.lib_bare`, :mod:`benchmarks.lib_grainlite`); ``small-mem`` reads the file's
-records from a list, ``small`` the ArrayRecord file itself. Instructions are not time (cache
+records from a list (grainlite's ``InMemoryDataSource`` with ``--shm``; the bare loop always
+reads the list), ``small`` the ArrayRecord file itself. Instructions are not time (cache
 misses and threads elsewhere do not count, and Valgrind runs threads one at a time), but two
 versions of the code compared this way differ only by what they execute. Needs ``valgrind``.
 """
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
 
 
-def iterate(api: str, workload: str, data: Path, limit: int) -> int:
+def iterate(api: str, workload: str, data: Path, limit: int, shm: bool = False) -> int:
     """Reads the first ``limit`` records (whole batches) of ``api`` at W=0; returns how many."""
     from benchmarks import lib_bare, lib_grainlite
     from benchmarks.datagen import load_records
@@ -36,6 +37,8 @@ def iterate(api: str, workload: str, data: Path, limit: int) -> int:
     spec = WORKLOADS[workload]
     if spec.storage == "memory":
         source = load_records(data)
+        if shm and api != "bare":
+            source = lib_grainlite.memory_source(source)
     elif api == "bare":
         source = lib_bare.BareArrayRecord(data)
     else:
@@ -55,12 +58,12 @@ def iterate(api: str, workload: str, data: Path, limit: int) -> int:
     return count
 
 
-def count_instructions(api: str, workload: str, data: Path, limit: int) -> int:
+def count_instructions(api: str, workload: str, data: Path, limit: int, shm: bool = False) -> int:
     """The instructions Valgrind counts for one process that reads ``limit`` records."""
     command = [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
         "benchmarks.instructions", "--child", api, "--workload", workload, "--data", str(data),
-        "--records", str(limit),
+        "--records", str(limit), *(["--shm"] if shm else []),
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
@@ -76,20 +79,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", default="small-mem", choices=("small-mem", "small"))
     parser.add_argument("--apis", default="bare,loader,dataset")
     parser.add_argument("--records", default="50000,150000", help="the two record counts a,b")
+    parser.add_argument("--shm", action="store_true", help="small-mem: InMemoryDataSource")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(iterate(args.child, args.workload, args.data, int(args.records)))
+        print(iterate(args.child, args.workload, args.data, int(args.records), args.shm))
         return 0
     low, high = (int(n) for n in args.records.split(","))
     workload = WORKLOADS[args.workload]
     data = ensure_data(args.data_dir, workload, workload.records, 0)
     for api in args.apis.split(","):
-        a = count_instructions(api, args.workload, data, low)
-        b = count_instructions(api, args.workload, data, high)
-        print(f"{args.workload} {api} W=0: {(b - a) / (high - low):,.0f} instructions per record")
+        a = count_instructions(api, args.workload, data, low, args.shm)
+        b = count_instructions(api, args.workload, data, high, args.shm)
+        source = " InMemoryDataSource" if args.shm and api != "bare" else ""
+        print(
+            f"{args.workload}{source} {api} W=0: {(b - a) / (high - low):,.0f} instructions per "
+            "record"
+        )
     return 0
 
 

@@ -127,6 +127,34 @@ def test_batched_reads_of_one_value_type_equal_single_reads(elements):
         assert [type(v) for v in batch] == [type(elements[0])] * len(batch)
 
 
+_RECORDS = [
+    np.array([k, k % 7], "<i8").tobytes() for k in range(1000)
+]  # 16 bytes, zeros at the end
+
+
+@pytest.mark.parametrize(
+    "elements",
+    [
+        _RECORDS,
+        [b"odd", *_RECORDS[1:]],  # one length, but stored off the 16-byte grid after b"odd"
+        _RECORDS[:500] + [b"\x00" * 8] * 500,  # two lengths
+        [bytes(range(k % 40)) + b"\x00" * (k % 3) for k in range(1000)],
+        [b""] * 1000,
+        ["x" * (k % 5) + "é\ud800" for k in range(1000)],
+    ],
+    ids=["fixed size", "fixed size off the grid", "two sizes", "any size", "empty", "strs"],
+)
+def test_batched_reads_of_bytes_and_strs_equal_single_reads_byte_for_byte(elements):
+    keys = np.random.default_rng(0).integers(-1000, 1000, 700)
+    with InMemoryDataSource(elements) as one_kind:
+        batch = one_kind.__getitems__(keys.tolist())
+        assert batch == [elements[k] for k in keys.tolist()]
+        assert batch == [one_kind[k] for k in keys.tolist()]
+        assert [type(v) for v in batch] == [type(elements[0])] * len(batch)
+        rest = keys[keys % len(elements) != 0].tolist()  # without the first value
+        assert one_kind.__getitems__(rest) == [elements[k] for k in rest]
+
+
 def test_neither_elements_nor_name_is_a_value_error():
     with pytest.raises(GrainliteValueError) as error:
         InMemoryDataSource()

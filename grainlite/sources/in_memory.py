@@ -143,8 +143,9 @@ class InMemoryDataSource:
             return [self[key] for key in keys]  # Not int64 keys: reports the first bad one exactly.
         if array.size == 0:
             return []
-        positions = np.where(array < 0, array + self._len, array)
-        if positions.min() < 0 or positions.max() >= self._len:
+        low = int(array.min())
+        positions = array if low >= 0 else np.where(array < 0, array + self._len, array)
+        if low < -self._len or int(array.max()) >= self._len:
             bad = np.flatnonzero((positions < 0) | (positions >= self._len))[0]
             raise key_out_of_range("InMemoryDataSource", int(array[bad]), self._len)
         return view.values(positions)
@@ -366,6 +367,8 @@ class _View:
         self.payload = buf[payload_at:size]
         self.ints_np = np.frombuffer(self.ints, dtype=np.int64)
         self.floats_np = self.ints_np.view(np.float64)
+        self.offsets_np = np.frombuffer(self.offsets, dtype=np.int64)
+        self.payload_np = np.frombuffer(self.payload, dtype=np.uint8)
 
     def value(self, k: int) -> Any:
         """The value at position ``k`` (already checked to be in range)."""
@@ -386,18 +389,45 @@ class _View:
 
     def values(self, positions: np.ndarray) -> list[Any]:
         """The values at ``positions``; one numpy gather when all values share one type."""
-        if self.kinds == 1 << _INT:
+        kinds = self.kinds
+        if kinds == 1 << _INT:
             return self.ints_np[positions].tolist()
-        if self.kinds == 1 << _FLOAT:
+        if kinds == 1 << _FLOAT:
             return self.floats_np[positions].tolist()
-        if self.kinds == 1 << _BOOL:
+        if kinds == 1 << _BOOL:
             return (self.ints_np[positions] != 0).tolist()
+        if kinds == 1 << _BYTES:
+            return self.bytes_at(positions)
+        if kinds == 1 << _STR:
+            payload = self.payload
+            starts, ends = self.offsets_np[positions], self.offsets_np[positions + 1]
+            return [
+                str(payload[a:b], "utf-8", "surrogatepass")
+                for a, b in zip(starts.tolist(), ends.tolist())
+            ]
         value = self.value
         return [value(k) for k in positions.tolist()]
 
+    def bytes_at(self, positions: np.ndarray) -> list[bytes]:
+        """The bytes values at ``positions`` (every value is bytes).
+
+        Values of one length ``n`` stored at multiples of ``n`` in the payload (a source of
+        fixed-size records) are gathered by one numpy read of the payload seen as ``n``-byte
+        items, whose ``tolist()`` makes the bytes objects in C (void items keep trailing zero
+        bytes); other values are sliced one by one.
+        """
+        starts, ends = self.offsets_np[positions], self.offsets_np[positions + 1]
+        if starts.size:
+            size = int(ends[0] - starts[0])
+            if size and (ends - starts == size).all() and not (starts % size).any():
+                whole = self.payload_np[: self.payload_np.size // size * size]
+                return whole.view(f"V{size}")[starts // size].tolist()  # type: ignore[no-any-return]
+        payload = self.payload
+        return [payload[a:b].tobytes() for a, b in zip(starts.tolist(), ends.tolist())]
+
     def close(self) -> None:
         """Drops every view, then the mapping (left to GC if a reader still holds a view)."""
-        self.ints_np = self.floats_np = None  # type: ignore[assignment]
+        self.ints_np = self.floats_np = self.offsets_np = self.payload_np = None  # type: ignore[assignment]
         for view in (self.tags, self.ints, self.floats, self.offsets, self.payload):
             with contextlib.suppress(BufferError):  # A reader thread still holds it: GC frees it.
                 view.release()
