@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import builtins
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
 from grainlite.dataset.sources import as_index
-from grainlite.dataset.transforms import parent_getitems
+from grainlite.dataset.transforms import parent_getitems, parent_stream
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.stats.counters import StageCounter, clock
 from grainlite.transforms.batch import make_batch, validate_batch_size
@@ -140,17 +140,35 @@ class BatchMapDataset(MapDataset):
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         if len(indices) <= 1:
             return [self[int(index)] for index in indices]
-        length, size, total = len(self), self._batch_size, len(self._parent)
-        if length == 0:
+        if not len(self):
             return [self[int(index)] for index in indices]
+        rows, bounds = self._rows(indices)
+        values = parent_getitems(self._parent)(rows)
+        batch_fn = self._batch_fn
+        return [batch_fn(values[a:b]) for a, b in itertools.pairwise(bounds)]
+
+    def _stream(self, indices: Sequence[int]) -> Iterator[Any]:
+        """``_getitems`` one batch at a time: the rows of every batch read through the parent's
+        stream (one source read), each batch made once its rows are."""
+        if len(indices) <= 1 or not len(self):
+            yield from self._getitems(indices)
+            return
+        rows, bounds = self._rows(indices)
+        values = parent_stream(self._parent)(rows)
+        batch_fn = self._batch_fn
+        for a, b in itertools.pairwise(bounds):
+            yield batch_fn(list(itertools.islice(values, b - a)))
+
+    def _rows(self, indices: Sequence[int]) -> tuple[list[int], list[int]]:
+        """The parent rows of the batches at ``indices`` (more than one; some batches exist),
+        and where each batch's rows start and end in them."""
+        length, size, total = len(self), self._batch_size, len(self._parent)
         epochs, batches = np.divmod(np.asarray(indices, dtype=np.int64), length)
         sizes = np.minimum(size, total - batches * size)  # only an epoch's last batch is short
         offsets = np.arange(size)
         rows = (epochs * total + batches * size)[:, np.newaxis] + offsets
-        values = parent_getitems(self._parent)(rows[offsets < sizes[:, np.newaxis]].tolist())
         bounds = np.concatenate([[0], np.cumsum(sizes)])
-        batch_fn = self._batch_fn
-        return [batch_fn(values[a:b]) for a, b in itertools.pairwise(bounds.tolist())]
+        return rows[offsets < sizes[:, np.newaxis]].tolist(), bounds.tolist()
 
     def __str__(self) -> str:
         return (

@@ -6,8 +6,12 @@ check), and its state is Grain's ``{"next_index": N}``: the index of the next el
 read, holes included. It reads the parent in blocks through ``_getitems`` (vectorised by the
 built-in nodes; a user's subclass falls back to one ``ds[i]`` per index), in the consuming thread
 first, and moves to ``ReadOptions`` reader threads only if the reads prove slow, at once if the
-first one is very slow (see :mod:`grainlite.dataset.read_ahead`). The position is still per
-element, so a state taken between any two elements resumes exactly there.
+first one is very slow (see :mod:`grainlite.dataset.read_ahead`). In an ``mp_prefetch`` worker,
+a block read in the consuming thread is still one read of the source, but its elements are made
+and handed out one by one (the nodes' ``_stream``: see
+:func:`grainlite.dataset.transforms.parent_stream`), so each is sent before the next is made, as
+Grain's element-by-element reads are. The position is still per element, so a state taken
+between any two elements resumes exactly there.
 
 An exception raised reading an element (a transformation that fails for one record) is raised at
 that element's place, once, and the iterator goes on after it: a failed block is read again
@@ -27,6 +31,7 @@ from grainlite.dataset import stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
 from grainlite.dataset.read_ahead import BlockReader, ElementReadError
+from grainlite.dataset.transforms import parent_stream
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateOutOfRangeError
 from grainlite.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
@@ -229,7 +234,13 @@ class PrefetchDatasetIterator(DatasetIterator):
             self._stats_counters.end()
             return False
         if self._reader is None:
-            self._reader = BlockReader(self._getitems, self._base, self._length, self._read_options)
+            self._reader = BlockReader(
+                self._getitems,
+                self._base,
+                self._length,
+                self._read_options,
+                parent_stream(self._map),  # used in an mp_prefetch worker: see BlockReader
+            )
             self._finalizer = weakref.finalize(self, self._reader.close)
         counters = self._stats_counters
         counters.start()

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from grainlite.dataset.base import IterDataset, MapDataset, first_hole_maker
+from grainlite.dataset.transforms import parent_stream
 from grainlite.errors import GrainliteValueError
 
 
@@ -182,3 +183,7 @@ class BlockStrideMapDataset(MapDataset):
 
     def _getitems(self, indices: Any) -> list[Any]:
         return self._parent._getitems([self._index(int(i)) for i in indices])
+
+    def _stream(self, indices: Any) -> Iterator[Any]:
+        """``_getitems`` one element at a time, through the parent's stream."""
+        return parent_stream(self._parent)([self._index(int(i)) for i in indices])
