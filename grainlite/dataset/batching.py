@@ -39,7 +39,7 @@ import numpy as np
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
 from grainlite.dataset.sources import as_index
-from grainlite.dataset.transforms import parent_getitems, parent_stream
+from grainlite.dataset.transforms import parent_getitems
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.stats.counters import StageCounter, clock
 from grainlite.transforms.batch import make_batch, validate_batch_size
@@ -148,16 +148,17 @@ class BatchMapDataset(MapDataset):
         return [batch_fn(values[a:b]) for a, b in itertools.pairwise(bounds)]
 
     def _stream(self, indices: Sequence[int]) -> Iterator[Any]:
-        """``_getitems`` one batch at a time: the rows of every batch read through the parent's
-        stream (one source read), each batch made once its rows are."""
+        """``_getitems`` one batch at a time: each batch's rows are one block read of the
+        parent (a batch is made when all its rows are), so a batch is handed out before the
+        next one's rows are read."""
         if len(indices) <= 1 or not len(self):
             yield from self._getitems(indices)
             return
         rows, bounds = self._rows(indices)
-        values = parent_stream(self._parent)(rows)
+        getitems = parent_getitems(self._parent)
         batch_fn = self._batch_fn
         for a, b in itertools.pairwise(bounds):
-            yield batch_fn(list(itertools.islice(values, b - a)))
+            yield batch_fn(getitems(rows[a:b]))
 
     def _rows(self, indices: Sequence[int]) -> tuple[list[int], list[int]]:
         """The parent rows of the batches at ``indices`` (more than one; some batches exist),

@@ -315,10 +315,10 @@ class BlockReader:
 
         Raises :class:`ElementReadError` at the place of an element whose read raised (it takes
         one index); the next call goes on after it."""
+        if self._open is not None and not self._rest:
+            return self._pull()
         if self._rest:
             return self._split(self._rest, self._rest_index)
-        if self._open is not None:
-            return self._pull()
         start = self._next
         block = self._next_block()
         if type(block) is _FailedBlock:

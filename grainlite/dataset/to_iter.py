@@ -197,8 +197,31 @@ class PrefetchDatasetIterator(DatasetIterator):
                     return element
                 self._dropped += 1
                 continue
-            if not self._refill():
+            reader = self._reader
+            if reader is not None and reader._open is not None and not stopping.active:
+                self._next_streamed(reader)
+            elif not self._refill():
                 raise StopIteration
+
+    def _next_streamed(self, reader: BlockReader) -> None:
+        """:meth:`_refill` with the next element of the block the reader is streaming (in an
+        ``mp_prefetch`` worker): the same moves, less the checks an open block makes needless
+        (the iterator is open, the dataset not at its end, the reader made and started)."""
+        self._base += self._end
+        self._buf, self._end, self._pos, self._fast_end = [], 0, 0, 0
+        begin = clock()
+        try:
+            block = reader.next_block()  # its next element, or what follows an error in it
+        except ElementReadError as failed:  # one element: raised at its place, the read goes on
+            self._base += 1
+            raise failed.error from None
+        except BaseException:
+            self._stop_reader()
+            raise
+        end = len(block)
+        self._stats_stage.add(clock() - begin, end, end)
+        self._buf, self._end = block, end
+        self._fast_end = end if self._check is None else self._fast_end_now()
 
     def _close_window(self, check: FilterRatioCheck) -> None:
         """Checks the window of elements just read (warns or raises, as Grain's filter check
