@@ -6,6 +6,8 @@ resumes after it."""
 
 from __future__ import annotations
 
+import collections
+import functools
 import time
 from typing import Any
 
@@ -28,6 +30,13 @@ def fails_at_500(x: int) -> int:
 
 def slow_fails_at_500(x: int) -> int:
     time.sleep(0.0003)  # waits (releases the interpreter lock): reads move to reader threads
+    return fails_at_500(x)
+
+
+def logs_and_fails_at_500(x: int, log: str) -> int:
+    """``fails_at_500``, appending ``x`` to the file ``log`` each time it is made."""
+    with open(log, "a") as made:
+        made.write(f"{x}\n")
     return fails_at_500(x)
 
 
@@ -106,6 +115,33 @@ def test_reader_threads_deliver_every_good_record_around_the_error_and_go_on():
     assert threads_seen, "slow reads should have moved to reader threads"
     assert errors == 1
     assert got == [x for x in range(1500) if x != BAD]
+
+
+def test_in_a_worker_the_records_before_an_error_in_its_block_are_made_once(tmp_path):
+    # A worker hands out each element of a block as it is made: the error stops the block at
+    # 500, and only 500 is made again (alone, to find whose error it is). Reads stay in the
+    # worker's own thread (no reader threads), whatever the load of the machine.
+    log = tmp_path / "made"
+    transform = functools.partial(logs_and_fails_at_500, log=str(log))
+    no_threads = lite.ReadOptions(num_threads=0, prefetch_buffer_size=0)
+    ds = MapDataset.range(1000).map(transform).to_iter_dataset(read_options=no_threads)
+    with iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=1))) as iterator:
+        got, errors, _ = skip_loop(iterator)
+    assert errors == 1 and got == [x for x in range(1000) if x != BAD]
+    made = collections.Counter(int(x) for x in log.read_text().split())
+    assert sorted(made) == list(range(1000))
+    twice = sorted(x for x, times in made.items() if times > 1)
+    assert twice == [BAD], f"made more than once: {twice[:10]} ... ({len(twice)})"
+
+
+def test_in_a_worker_an_error_in_a_node_that_reads_whole_blocks_is_found_and_the_rest_delivered():
+    # concatenate reads its parent's block at once, so the error surfaces at its block's first
+    # element; the worker reads that element alone, then the rest of the block as before.
+    ds = MapDataset.concatenate([MapDataset.range(1000).map(fails_at_500)]).to_iter_dataset()
+    with iter(ds.mp_prefetch(MultiprocessingOptions(num_workers=1))) as iterator:
+        got, errors, state = skip_loop(iterator)
+    assert errors == 1 and got == [x for x in range(1000) if x != BAD]
+    assert state is not None and state["iterators_in_use_states"] == [{"next_index": BAD + 1}]
 
 
 class FailsWithoutMoving(IterDataset):

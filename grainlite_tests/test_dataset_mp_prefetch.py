@@ -7,6 +7,7 @@ find its transforms, and must not import Grain (nor absl, nor JAX) by doing so.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -58,6 +59,40 @@ def spins_at_three(x: int) -> int:
     while x == 3:  # never returns, never reads the Stop message: only a kill ends it
         pass
     return x
+
+
+GATE_AT = 40  # the element that waits for the test's gate (not the first of a block read)
+
+
+def waits_for_the_gate(x: int, gate: str) -> int:
+    """``x``; the element ``GATE_AT`` waits until the file ``gate`` exists (the test makes it
+    once it holds every element before), and is -1 if that never happened within 30 s."""
+    if x == GATE_AT:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(gate):
+            if time.monotonic() > deadline:
+                return -1
+            time.sleep(0.01)
+    return x
+
+
+class CountsItsReads:
+    """A source with a batched read (``__getitems__``, as ArrayRecord's) that appends the number
+    of keys of each read to the file ``log`` (from whichever process reads)."""
+
+    def __init__(self, n: int, log: str) -> None:
+        self.n, self.log = n, log
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key: int) -> int:
+        return self.__getitems__([key])[0]
+
+    def __getitems__(self, keys: list[int]) -> list[int]:
+        with open(self.log, "a") as log:
+            log.write(f"{len(keys)}\n")
+        return list(keys)
 
 
 class CountUp(IterDataset):
@@ -274,6 +309,17 @@ def odd_one_at_seven(x: int) -> dict[str, Any]:
     return element
 
 
+@pytest.fixture
+def as_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Undoes, after the test, what ``DatasetPipeline.iterate`` declares about this process
+    when a test runs it here, as in a worker (its share of the CPUs, streamed blocks)."""
+    from grainlite.dataset import read_ahead
+
+    monkeypatch.setattr(read_ahead, "_cpus_for_reads", read_ahead._cpus_for_reads)
+    monkeypatch.setattr(read_ahead, "_streaming", read_ahead._streaming)
+
+
+@pytest.mark.usefixtures("as_a_worker")
 def test_a_map_dataset_batch_read_last_fills_rows_in_shared_memory_when_sent():
     allocated: list[np.ndarray] = []
 
@@ -301,6 +347,7 @@ def test_a_map_dataset_batch_read_last_fills_rows_in_shared_memory_when_sent():
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.usefixtures("as_a_worker")
 def test_batches_filled_in_the_workers_equal_stacking_and_fail_alike(workers):
     good = MapDataset.range(11).shuffle(seed=3).map(picture).batch(4).to_iter_dataset()
     expected = [to_plain(batch) for batch in good]
@@ -488,11 +535,11 @@ def test_an_error_that_ends_the_stream_leaves_no_process():
 
 
 def test_close_kills_a_worker_spinning_in_a_transform_that_never_returns():
-    # Grain's process prefetch test of the same case (with one worker) also asks for element 2,
-    # which grainlite's worker reads in one block with the spinning 3: not asked here.
+    # 2 and 3 are one block read in the worker: 2 is sent before 3 is made, as in Grain.
     ds = MapDataset.source([1, 2, 3]).map(spins_at_three).to_iter_dataset()
     it = iter(ds.mp_prefetch(options(1)))
     assert next(it) == 1
+    assert next(it) == 2
     pids = held_children(it)
     time.sleep(0.2)  # the worker is inside spins_at_three(3)
     closed = threading.Event()
@@ -501,6 +548,52 @@ def test_close_kills_a_worker_spinning_in_a_transform_that_never_returns():
     closer.join(60)
     assert closed.is_set(), "close() waited for a worker that never answers"
     assert_gone(pids)
+
+
+@pytest.mark.parametrize(
+    ("workers", "batch"),
+    [(1, 0), (2, 0), (1, 4)],
+    ids=["1-worker", "2-workers", "1-worker-map-dataset-batch"],
+)
+def test_an_element_made_before_a_hanging_one_of_its_block_reaches_the_consumer(
+    tmp_path, workers, batch
+):
+    # The worker reads its elements in blocks (1, 2, 4, 8, ... indices), one read of the source
+    # each; GATE_AT is inside a block, and hangs until the test has every element before it.
+    gate = str(tmp_path / "gate")
+    ds = MapDataset.source(list(range(100))).map(functools.partial(waits_for_the_gate, gate=gate))
+    if batch:
+        ds = ds.batch(batch)
+    it = iter(ds.to_iter_dataset().mp_prefetch(options(workers)))
+    try:
+        before = GATE_AT // (batch or 1)
+        got = [np.asarray(next(it)).tolist() for _ in range(before)]  # while GATE_AT is being made
+        expected = list(range(GATE_AT))
+        assert got == (
+            [expected[k : k + batch] for k in range(0, GATE_AT, batch)] if batch else expected
+        )
+        open(gate, "w").close()
+        after = np.asarray(next(it)).tolist()
+        assert after == (list(range(GATE_AT, GATE_AT + batch)) if batch else GATE_AT), (
+            "the elements before the hanging one came only after it was made"
+        )
+    finally:
+        it.close()
+
+
+def test_a_workers_source_is_still_read_in_blocks_while_its_elements_are_sent_one_by_one(
+    tmp_path,
+):
+    log = tmp_path / "reads"
+    ds = MapDataset.source(CountsItsReads(300, str(log))).map(times_ten).to_iter_dataset()
+    it = iter(ds.mp_prefetch(options(1)))
+    try:
+        assert [next(it) for _ in range(300)] == [10 * x for x in range(300)]
+    finally:
+        it.close()
+    reads = [int(line) for line in log.read_text().split()]
+    assert sum(reads) == 300, "a record was read twice or not at all"
+    assert max(reads) >= 8, f"the worker read its source record by record: {reads[:20]}"
 
 
 def test_ctrl_c_while_waiting_for_workers_leaves_no_process():

@@ -274,7 +274,7 @@ def test_batches_an_mp_prefetch_worker_fills_when_sent_count_their_bytes_in_the_
 
 
 def test_a_batch_a_worker_fills_when_sent_counts_the_bytes_of_the_batch_it_makes():
-    from grainlite.dataset import worker_pipeline
+    from grainlite.dataset.mp import pipeline as worker_pipeline
 
     elements = [
         {"image": np.full((64, 64, 3), i, np.float32), "label": np.int64(i)} for i in range(5)

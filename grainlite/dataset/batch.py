@@ -33,7 +33,7 @@ from __future__ import annotations
 import builtins
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -140,17 +140,36 @@ class BatchMapDataset(MapDataset):
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         if len(indices) <= 1:
             return [self[int(index)] for index in indices]
-        length, size, total = len(self), self._batch_size, len(self._parent)
-        if length == 0:
+        if not len(self):
             return [self[int(index)] for index in indices]
+        rows, bounds = self._rows(indices)
+        values = parent_getitems(self._parent)(rows)
+        batch_fn = self._batch_fn
+        return [batch_fn(values[a:b]) for a, b in itertools.pairwise(bounds)]
+
+    def _stream(self, indices: Sequence[int]) -> Iterator[Any]:
+        """``_getitems`` one batch at a time: each batch's rows are one block read of the
+        parent (a batch is made when all its rows are), so a batch is handed out before the
+        next one's rows are read."""
+        if len(indices) <= 1 or not len(self):
+            yield from self._getitems(indices)
+            return
+        rows, bounds = self._rows(indices)
+        getitems = parent_getitems(self._parent)
+        batch_fn = self._batch_fn
+        for a, b in itertools.pairwise(bounds):
+            yield batch_fn(getitems(rows[a:b]))
+
+    def _rows(self, indices: Sequence[int]) -> tuple[list[int], list[int]]:
+        """The parent rows of the batches at ``indices`` (more than one; some batches exist),
+        and where each batch's rows start and end in them."""
+        length, size, total = len(self), self._batch_size, len(self._parent)
         epochs, batches = np.divmod(np.asarray(indices, dtype=np.int64), length)
         sizes = np.minimum(size, total - batches * size)  # only an epoch's last batch is short
         offsets = np.arange(size)
         rows = (epochs * total + batches * size)[:, np.newaxis] + offsets
-        values = parent_getitems(self._parent)(rows[offsets < sizes[:, np.newaxis]].tolist())
         bounds = np.concatenate([[0], np.cumsum(sizes)])
-        batch_fn = self._batch_fn
-        return [batch_fn(values[a:b]) for a, b in itertools.pairwise(bounds.tolist())]
+        return rows[offsets < sizes[:, np.newaxis]].tolist(), bounds.tolist()
 
     def __str__(self) -> str:
         return (

@@ -16,7 +16,8 @@ The functions are given either as plain callables or as Grain's transform classe
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from grainlite.dataset._util import parent_getitems
@@ -71,6 +72,26 @@ def _is_transform_class(cls: type) -> bool:
     )
 
 
+def parent_stream(parent: Any) -> Callable[[Sequence[int]], Iterator[Any]]:
+    """``parent._stream``: the elements at ``indices`` handed out one by one, each made when it
+    is asked for (the source block still read in one call), where the parent streams; else its
+    block read (:func:`parent_getitems`) handed out in order once the whole block is made; a
+    user's node that reads element by element is asked element by element."""
+    stream = getattr(parent, "_stream", None)
+    if stream is not None:
+        return stream  # type: ignore[no-any-return]
+    getitems = getattr(parent, "_getitems", None)
+    if getitems is None or getattr(type(parent), "_getitems", None) is MapDataset._getitems:
+        return lambda indices: (parent[int(i)] for i in indices)
+    return functools.partial(_block_stream, getitems)
+
+
+def _block_stream(getitems: Callable[[Sequence[int]], list[Any]], indices: Any) -> Iterator[Any]:
+    """``getitems(indices)`` read at the first ``next()`` (an error is raised there, as a
+    streaming node's is), then handed out in order."""
+    yield from getitems(indices)
+
+
 def _name(transform: Any) -> str:
     return getattr(transform, "__name__", type(transform).__name__)
 
@@ -95,6 +116,29 @@ class _ElementwiseMapDataset(MapDataset):
         self._stats_stage.add(clock() - begin, len(out), len(out) if kept is None else kept)
         return out
 
+    def _stream(self, indices: Sequence[int]) -> Iterator[Any]:
+        """The elements at ``indices`` one by one, each made when asked for (read through the
+        parent's stream, so the source block is one read); counted into the stats as one
+        block when the stream ends or is dropped."""
+        make = self._make
+        stage = self._stats_stage
+        ns = made = kept = 0
+        try:
+            for index, element in zip(indices, parent_stream(self._parent)(indices)):
+                begin = clock()
+                out = None if element is None else make(index, element)
+                ns += clock() - begin
+                made += 1
+                kept += out is not None
+                yield out
+        finally:
+            stage.add(ns, made, made if self._kind != "filter" else kept)
+
+    def _make(self, index: int, element: Any) -> Any:
+        """The element this node makes at ``index`` from its parent's ``element`` (not None);
+        what ``_getitems`` computes for one index."""
+        raise NotImplementedError
+
     def __str__(self) -> str:
         return f"{type(self).__name__}(transform={_name(self._transform)})"
 
@@ -115,6 +159,24 @@ class MapMapDataset(_ElementwiseMapDataset):
         elements = parent_getitems(self._parent)(indices)
         begin = clock()
         return self._timed(begin, [None if x is None else fn(x) for x in elements])
+
+    def _stream(self, indices: Sequence[int]) -> Iterator[Any]:
+        """The shared ``_stream``, less its per-element index (the most common node)."""
+        fn = self._fn
+        stage = self._stats_stage
+        ns = made = 0
+        try:
+            for element in parent_stream(self._parent)(indices):
+                begin = clock()
+                out = None if element is None else fn(element)
+                ns += clock() - begin
+                made += 1
+                yield out
+        finally:
+            stage.add(ns, made, made)
+
+    def _make(self, index: int, element: Any) -> Any:
+        return self._fn(element)
 
 
 class FilterMapDataset(_ElementwiseMapDataset):
@@ -137,6 +199,9 @@ class FilterMapDataset(_ElementwiseMapDataset):
         out = [x if x is not None and fn(x) else None for x in elements]
         return self._timed(begin, out, sum(1 for x in out if x is not None))
 
+    def _make(self, index: int, element: Any) -> Any:
+        return element if self._fn(element) else None
+
 
 class MapWithIndexMapDataset(_ElementwiseMapDataset):
     """``ds.map_with_index(f)``: ``f(i, parent[i])`` with the index ``i`` it was read at."""
@@ -156,6 +221,9 @@ class MapWithIndexMapDataset(_ElementwiseMapDataset):
         begin = clock()
         out = [None if x is None else fn(i, x) for i, x in zip(keys, elements, strict=True)]
         return self._timed(begin, out)
+
+    def _make(self, index: int, element: Any) -> Any:
+        return self._fn(int(index), element)
 
 
 class RandomMapMapDataset(_ElementwiseMapDataset):
@@ -184,6 +252,9 @@ class RandomMapMapDataset(_ElementwiseMapDataset):
         begin = clock()
         out = [None if x is None else fn(x, rng(i)) for i, x in zip(keys, elements, strict=True)]
         return self._timed(begin, out)
+
+    def _make(self, index: int, element: Any) -> Any:
+        return self._fn(element, self._rngs.rng(int(index)))
 
 
 # IterDataset twins ------------------------------------------------------------------------------

@@ -23,6 +23,12 @@ one a worker will fill into shared memory when it sends it included) are not rea
 ahead. Which thread reads never
 changes what is read or in which order.
 
+In an ``mp_prefetch`` worker (:func:`stream_blocks`), a block read in the consuming thread is
+streamed: one read of the source as before, but its elements are made and handed out one at a
+time (a block of one each), timed as one block when its last element is out, so an element is
+sent before the next one is made and a transformation that hangs holds back none before it.
+Blocks read by reader threads are handed over whole, as elsewhere.
+
 A read that raises an ``Exception`` is read again element by element (:func:`read_block`), so the
 error belongs to one element: :meth:`BlockReader.next_block` hands out the good elements before
 it, then raises :class:`ElementReadError` for it (one index), then goes on after it. The elements
@@ -45,7 +51,7 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -82,6 +88,19 @@ _JOIN_S = 60.0
 _cpus_for_reads: float | None = None
 # The bytes this process may read ahead (see share_cpus).
 _read_ahead_bytes = _READ_AHEAD_BYTES
+# Whether blocks read in the consuming thread hand out each element as it is made (in an
+# mp_prefetch worker: see stream_blocks).
+_streaming = False
+
+
+def stream_blocks() -> None:
+    """Declares this process an ``mp_prefetch`` worker: from now on, a block read in the
+    consuming thread is still one read of the source, but its elements are handed out one by
+    one as each is made (the transformations run element by element, through ``stream``), so
+    an element is sent before the next one is made: a transformation that hangs on one element
+    holds back none made before it, as Grain's element-by-element reads do."""
+    global _streaming
+    _streaming = True
 
 
 def share_cpus(workers: int) -> None:
@@ -238,12 +257,27 @@ class BlockReader:
       stop: one past the last index.
       options: ``ReadOptions``: ``num_threads`` and ``prefetch_buffer_size`` (either 0: never
         leave the consuming thread).
+      stream: reads a list of indices as an iterator that makes each element when asked for
+        (``transforms.parent_stream``); used for the blocks read in the consuming thread after
+        :func:`stream_blocks`, which are then handed out one element at a time.
     """
 
     def __init__(
-        self, getitems: Callable[[Any], list[Any]], start: int, stop: int, options: Any
+        self,
+        getitems: Callable[[Any], list[Any]],
+        start: int,
+        stop: int,
+        options: Any,
+        stream: Callable[[Any], Iterator[Any]] | None = None,
     ) -> None:
         self._getitems = getitems
+        self._stream = stream if _streaming else None
+        # The block being streamed: its iterator, the index of its next element, its end, the
+        # read time of its elements so far (wall, CPU, waiting for a CPU) and its first element.
+        self._open: Iterator[Any] | None = None
+        self._open_start = self._open_next = self._open_stop = 0
+        self._open_read = self._open_cpu = self._open_waited = 0.0
+        self._open_first: Any = None
         # What a reader thread runs: holds getitems, never this reader.
         self._read = functools.partial(_timed_read_block, getitems)
         self._next = start
@@ -283,6 +317,8 @@ class BlockReader:
 
         Raises :class:`ElementReadError` at the place of an element whose read raised (it takes
         one index); the next call goes on after it."""
+        if self._open is not None and not self._rest:
+            return self._pull()
         if self._rest:
             return self._split(self._rest, self._rest_index)
         start = self._next
@@ -315,37 +351,112 @@ class BlockReader:
                 if threads > 0:
                     self._start_threads(threads)
                     return self._next_threaded()
+        stop = min(self._stop, self._next + self._size)
+        if self._stream is not None:
+            self._open_block(self._next, stop)
+            self._next = stop
+            return self._pull()
         begin = time.perf_counter()
         cpu_begin = time.thread_time()
         waited_begin = _cpu_wait_s() if self._timing else 0.0
-        stop = min(self._stop, self._next + self._size)
         block = read_block(self._getitems, range(self._next, stop))
         self._next = stop
         end = time.perf_counter()
         cpu = time.thread_time() - cpu_begin
-        if end - begin < _GROW_S:
+        waited = _cpu_wait_s() - waited_begin if self._timing else 0.0
+        self._timed(block[0] if block else None, len(block), end - begin, end, cpu, waited)
+        return block
+
+    def _open_block(self, start: int, stop: int) -> None:
+        """Starts streaming the block ``[start, stop)`` (see :meth:`_pull`)."""
+        assert self._stream is not None
+        try:
+            self._open = self._stream(range(start, stop))
+        except Exception:  # a node that read its block at once: the block is read again
+            self._open = iter(())  # ended at its first element: see _after_stream_error
+        self._open_start = self._open_next = start
+        self._open_stop = stop
+        self._open_read = self._open_cpu = self._open_waited = 0.0
+        self._open_first = None
+
+    def _pull(self) -> list[Any]:
+        """The next element of the block being streamed, as a block of one.
+
+        An error raised streaming it (or a stream that ends early) belongs to it or, where a
+        node below reads its whole block at once, to a later element of the block: the element
+        is read again alone; if that fails too, its error is raised at its place and the stream
+        goes on after it, else the rest of the block is read as a block (:func:`read_block`).
+        The elements already handed out are not made again."""
+        stream = self._open
+        assert stream is not None
+        timing = self._timing
+        if timing:
+            cpu_begin, waited_begin = time.thread_time(), _cpu_wait_s()
+        begin = time.perf_counter()
+        try:
+            element = next(stream)
+        except Exception:
+            return self._after_stream_error()
+        end = time.perf_counter()
+        self._open_read += end - begin
+        if timing:
+            self._open_cpu += time.thread_time() - cpu_begin
+            self._open_waited += _cpu_wait_s() - waited_begin
+        index = self._open_next
+        self._open_next = index + 1
+        if index + 1 < self._open_stop:
+            if self._open_first is None:
+                self._open_first = (element,)
+            return [element]
+        # The block's last element: the block is timed as one read of its elements.
+        first = self._open_first[0] if self._open_first is not None else element
+        count = self._open_stop - self._open_start
+        self._open, self._open_first = None, None
+        self._timed(first, count, self._open_read, end, self._open_cpu, self._open_waited)
+        return [element]
+
+    def _after_stream_error(self) -> list[Any]:
+        """What :meth:`_pull` hands out after its stream raised at the element ``_open_next``."""
+        index, stop = self._open_next, self._open_stop
+        self._open, self._open_first = None, None
+        alone = read_block(self._getitems, range(index, index + 1))
+        if type(alone) is _FailedBlock:  # the error was this element's: go on after it
+            if index + 1 < stop:
+                self._open_block(index + 1, stop)
+            return self._split(alone, index)  # raises ElementReadError
+        rest = read_block(self._getitems, range(index + 1, stop)) if index + 1 < stop else []
+        if type(rest) is _FailedBlock:
+            return self._split(_FailedBlock([*alone, *rest]), index)
+        return [*alone, *rest]
+
+    def _timed(
+        self, first: Any, count: int, read: float, end: float, cpu: float, waited: float
+    ) -> None:
+        """Sizes the next block and times the reads for the move to threads, after a block of
+        ``count`` elements (``first`` the first) that took ``read`` seconds to read (ending at
+        ``end``), ``cpu`` seconds of CPU and ``waited`` seconds waiting for a CPU."""
+        if read < _GROW_S:
             self._size = min(_MAX_BLOCK, self._size * 2)
-        elif end - begin > _SHRINK_S:
+        elif read > _SHRINK_S:
             self._size = max(1, self._size // 2)
         if self._timing:
+            begin = end - read
             if self._timed_first:
-                read, other = end - begin, begin - self._returned_at
-                self._per_element.append(read / max(len(block), 1))
+                other = begin - self._returned_at
+                self._per_element.append(read / max(count, 1))
                 self._shares.append(read / max(read + other, 1e-9))
-                running = read - (_cpu_wait_s() - waited_begin)
-                self._cpu_shares.append(cpu / max(running, 1e-9))
-            elif block:
-                self._element_bytes = _nbytes(block[0])
+                self._cpu_shares.append(cpu / max(read - waited, 1e-9))
+            elif count:
+                self._element_bytes = _nbytes(first)
                 self._timed_first = True
                 self._returned_at = end
-                running = end - begin - (_cpu_wait_s() - waited_begin)
-                slow = running / len(block) > _EAGER_READ_S
+                running = read - waited
+                slow = running / count > _EAGER_READ_S
                 if slow and self._next < self._stop and self._trial is None and not self._moved:
                     self._start_eagerly(cpu / max(running, 1e-9))
-                return block
+                return
             self._timed_first = True
             self._returned_at = end
-        return block
 
     def _start_eagerly(self, cpu_share: float) -> None:
         """Starts the reader threads after a slow first block, reading ahead up to
@@ -413,6 +524,7 @@ class BlockReader:
             future.cancel()
         self._pending.clear()
         self._rest = []
+        self._open, self._open_first = None, None  # a dropped stream ends (its counts kept)
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown()

@@ -11,13 +11,14 @@ shuffled with one :func:`~grainlite.sampling.index_shuffle.index_shuffle_array` 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map import parent_stream
 from grainlite.dataset.seed import node_seed
 from grainlite.errors import GrainliteValueError
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array
@@ -58,12 +59,22 @@ class ShuffleMapDataset(MapDataset):
         return self._parent[self._source_index(as_index(index, "ShuffleMapDataset"))]
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
-        length = len(self._parent)
-        if not len(indices) or length == 0:
+        if not len(indices) or not len(self._parent):
             return [self[i] for i in indices]
+        return parent_getitems(self._parent)(self._keys(indices))
+
+    def _stream(self, indices: Sequence[int]) -> Iterator[Any]:
+        """``_getitems`` one element at a time, through the parent's stream."""
+        if not len(indices) or not len(self._parent):
+            return iter(self._getitems(indices))
+        return parent_stream(self._parent)(self._keys(indices))
+
+    def _keys(self, indices: Sequence[int]) -> list[Any]:
+        """The parent indices that ``indices`` (not empty, of a dataset that is not) read."""
+        length = len(self._parent)
         flat = np.asarray(indices, dtype=object if _too_wide(indices) else np.int64).reshape(-1)
         if flat.dtype == object:
-            return parent_getitems(self._parent)([self._source_index(int(i)) for i in flat])
+            return [self._source_index(int(i)) for i in flat]
         epochs, positions = np.divmod(flat, length)
         if length > 1:
             first = int(epochs.min())
@@ -77,7 +88,7 @@ class ShuffleMapDataset(MapDataset):
                         positions[mask], length - 1, (self._seed + epoch) & _MASK32
                     )
         keys: list[int] = (epochs * length + positions).tolist()
-        return parent_getitems(self._parent)(keys)
+        return keys
 
     def _source_index(self, index: int) -> int:
         """The parent index that ``index`` reads."""

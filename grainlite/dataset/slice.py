@@ -19,13 +19,14 @@ its batch rule.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset, map_lineage
+from grainlite.dataset.map import parent_stream
 from grainlite.errors import GrainliteValueError, shown
 
 _INT64_SAFE = 2**62
@@ -81,9 +82,19 @@ class SliceMapDataset(MapDataset):
         return self._parent[self._parent_index(as_index(index, "SliceMapDataset"))]
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
-        length = len(self._range)
-        if not len(indices) or length == 0:
+        if not len(indices) or not len(self._range):
             return [self[i] for i in indices]
+        return parent_getitems(self._parent)(self._keys(indices))
+
+    def _stream(self, indices: Sequence[int]) -> Iterator[Any]:
+        """``_getitems`` one element at a time, through the parent's stream."""
+        if not len(indices) or not len(self._range):
+            return iter(self._getitems(indices))
+        return parent_stream(self._parent)(self._keys(indices))
+
+    def _keys(self, indices: Sequence[int]) -> list[int]:
+        """The parent indices that ``indices`` (not empty; a view that is not empty) read."""
+        length = len(self._range)
         flat = np.asarray(indices).reshape(-1)
         parent_len = len(self._parent)
         keys: list[int] | None = None
@@ -99,7 +110,7 @@ class SliceMapDataset(MapDataset):
                 keys = (values + epochs * parent_len).tolist()
         if keys is None:  # beyond int64 arithmetic (the far end of an endless view)
             keys = [self._parent_index(int(i)) for i in flat.tolist()]
-        return parent_getitems(self._parent)(keys)
+        return keys
 
     def __str__(self) -> str:
         return f"SliceMapDataset[{self._slice.start}:{self._slice.stop}:{self._slice.step}]"
@@ -138,3 +149,7 @@ class BlockStrideMapDataset(MapDataset):
 
     def _getitems(self, indices: Any) -> list[Any]:
         return self._parent._getitems([self._index(int(i)) for i in indices])
+
+    def _stream(self, indices: Any) -> Iterator[Any]:
+        """``_getitems`` one element at a time, through the parent's stream."""
+        return parent_stream(self._parent)([self._index(int(i)) for i in indices])

@@ -6,8 +6,12 @@ check), and its state is Grain's ``{"next_index": N}``: the index of the next el
 read, holes included. It reads the parent in blocks through ``_getitems`` (vectorised by the
 built-in nodes; a user's subclass falls back to one ``ds[i]`` per index), in the consuming thread
 first, and moves to ``ReadOptions`` reader threads only if the reads prove slow, at once if the
-first one is very slow (see :mod:`grainlite.dataset.read_ahead`). The position is still per
-element, so a state taken between any two elements resumes exactly there.
+first one is very slow (see :mod:`grainlite.dataset.read_ahead`). In an ``mp_prefetch`` worker,
+a block read in the consuming thread is still one read of the source, but its elements are made
+and handed out one by one (the nodes' ``_stream``: see
+:func:`grainlite.dataset.map.parent_stream`), so each is sent before the next is made, as
+Grain's element-by-element reads are. The position is still per element, so a state taken
+between any two elements resumes exactly there.
 
 An exception raised reading an element (a transformation that fails for one record) is raised at
 that element's place, once, and the iterator goes on after it: a failed block is read again
@@ -25,6 +29,7 @@ from typing import Any
 from grainlite.checks import int_option, template_filled
 from grainlite.dataset import stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.map import parent_stream
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
 from grainlite.dataset.read_ahead import BlockReader, ElementReadError
 from grainlite.errors import (
@@ -223,8 +228,31 @@ class PrefetchDatasetIterator(DatasetIterator):
                     return element
                 self._dropped += 1
                 continue
-            if not self._refill():
+            reader = self._reader
+            if reader is not None and reader._open is not None and not stopping.active:
+                self._next_streamed(reader)
+            elif not self._refill():
                 raise StopIteration
+
+    def _next_streamed(self, reader: BlockReader) -> None:
+        """:meth:`_refill` with the next element of the block the reader is streaming (in an
+        ``mp_prefetch`` worker): the same moves, less the checks an open block makes needless
+        (the iterator is open, the dataset not at its end, the reader made and started)."""
+        self._base += self._end
+        self._buf, self._end, self._pos, self._fast_end = [], 0, 0, 0
+        begin = clock()
+        try:
+            block = reader.next_block()  # its next element, or what follows an error in it
+        except ElementReadError as failed:  # one element: raised at its place, the read goes on
+            self._base += 1
+            raise failed.error from None
+        except BaseException:
+            self._stop_reader()
+            raise
+        end = len(block)
+        self._stats_stage.add(clock() - begin, end, end)
+        self._buf, self._end = block, end
+        self._fast_end = end if self._check is None else self._fast_end_now()
 
     def _close_window(self, check: FilterRatioCheck) -> None:
         """Checks the window of elements just read (warns or raises, as Grain's filter check
@@ -260,7 +288,13 @@ class PrefetchDatasetIterator(DatasetIterator):
             self._stats_counters.end()
             return False
         if self._reader is None:
-            self._reader = BlockReader(self._getitems, self._base, self._length, self._read_options)
+            self._reader = BlockReader(
+                self._getitems,
+                self._base,
+                self._length,
+                self._read_options,
+                parent_stream(self._map),  # used in an mp_prefetch worker: see BlockReader
+            )
             self._finalizer = weakref.finalize(self, self._reader.close)
         counters = self._stats_counters
         counters.start()

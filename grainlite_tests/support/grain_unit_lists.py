@@ -131,6 +131,4 @@ SLOW: dict[str, str] = {
 }
 
 # Known failing, not yet fixed: run as expected failures, not counted. Empty when done.
-KNOWN_FAILING: dict[str, str] = {
-    "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_doesnt_hang_on_process_kill": "to_iter_dataset reads [2, 3] as one block, so a transform that never returns for 3 holds up 2",
-}
+KNOWN_FAILING: dict[str, str] = {}

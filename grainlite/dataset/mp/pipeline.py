@@ -191,6 +191,7 @@ class DatasetPipeline(PipelineBase):
         """
         if not self._started:
             read_ahead.share_cpus(workers)
+            read_ahead.stream_blocks()  # each element sent as soon as it is made
             slice_for_worker(self.dataset, worker, workers, self.sequential)
             self._started = True
             if allocate is not None:
