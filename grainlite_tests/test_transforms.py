@@ -22,8 +22,8 @@ from grainlite.transforms import (
     MapTransform,
     RandomMap,
     RandomMapTransform,
+    classify,
 )
-from grainlite.transforms.base import classify
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from grainlite.sources.array_record import ArrayRecordDataSource
 from grainlite.sources.in_memory import InMemoryDataSource, SharedMemoryDataSource
-from grainlite.sources.protocol import RandomAccessDataSource, RecordKeyOutOfRangeError
+from grainlite.sources.protocol import (
+    RandomAccessDataSource,
+    RecordKeyOutOfRangeError,
+    read_many,
+    source_repr,
+)
 from grainlite.sources.range import RangeArgumentError, RangeDataSource
 
 __all__ = [
@@ -20,4 +25,6 @@ __all__ = [
     "RangeDataSource",
     "RecordKeyOutOfRangeError",
     "SharedMemoryDataSource",
+    "read_many",
+    "source_repr",
 ]

@@ -1,10 +1,9 @@
-"""Transforms and batching: the classes users subclass, and ``Batch``.
+"""Transforms and batching: the classes users subclass, ``Batch`` and ``make_batch``.
 
 This is also Grain's ``grain.transforms``: ``Map``, ``RandomMap``, ``TfRandomMap``, ``Filter``,
 ``FlatMap``, ``MapWithIndex``, ``Batch``, ``DatasetSelectionMap``, ``Transformation`` and
 ``Transformations``, each the same object as its ``grain.python`` spelling (``Map is
-MapTransform``). The machinery behind them (``transforms.base.classify``,
-``transforms.batch.make_batch``) stays in its modules.
+MapTransform``).
 """
 
 from grainlite.transforms.base import (
@@ -21,8 +20,9 @@ from grainlite.transforms.base import (
     TfRandomMap,
     Transformation,
     Transformations,
+    classify,
 )
-from grainlite.transforms.batch import Batch
+from grainlite.transforms.batch import Batch, make_batch
 from grainlite.transforms.selection import DatasetSelectionMap
 
 __all__ = [
@@ -41,4 +41,6 @@ __all__ = [
     "TfRandomMap",
     "Transformation",
     "Transformations",
+    "classify",
+    "make_batch",
 ]
