@@ -18,7 +18,7 @@ import numpy as np
 
 from grainlite.dataset._util import as_index, wrapped_keys
 from grainlite.dataset.base import MapDataset
-from grainlite.engine.packed_records import packed, unpacked
+from grainlite.engine.packed_records import PicklesRecordsPacked
 from grainlite.errors import NotSequentialSliceError
 from grainlite.sources.protocol import read_many
 
@@ -59,7 +59,7 @@ class _Window:
         return self.source[self.start + index]
 
 
-class SourceMapDataset(MapDataset):
+class SourceMapDataset(PicklesRecordsPacked, MapDataset):
     """A ``MapDataset`` over a random-access source: anything with ``len`` and ``__getitem__``.
 
     Lists, numpy arrays, grainlite's and Grain's data sources, TFDS and Hugging Face datasets all
@@ -70,20 +70,11 @@ class SourceMapDataset(MapDataset):
       source: the random-access source; it travels to worker processes, so it must pickle.
     """
 
+    _packed_attribute = "_source"  # a large list of bytes records travels as one buffer
+
     def __init__(self, source: Any) -> None:
         super().__init__()
         self._source = source
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The attributes to pickle; a large list of ``bytes`` records goes as one buffer
-        (:func:`~grainlite.engine.packed_records.packed`) and comes back an equal list."""
-        state = self.__dict__.copy()
-        state["_source"] = packed(state["_source"])
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state["_source"] = unpacked(state["_source"])  # copy.copy keeps the stand-in
-        self.__dict__.update(state)
 
     def __len__(self) -> int:
         return len(self._source)

@@ -11,7 +11,7 @@ only object identity is lost, which ``bytes`` never exposes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -27,6 +27,27 @@ def packed(source: Any) -> Any:
     if not all(type(record) is bytes for record in source):
         return source
     return _PackedBytes(source)
+
+
+class PicklesRecordsPacked:
+    """Pickles the attribute named by ``_packed_attribute`` through :func:`packed`.
+
+    Mixed into what carries a user's records to the workers (the DataLoader's pipeline and
+    ``MapDataset.source``), so both send a large list of ``bytes`` the one way.
+    """
+
+    _packed_attribute: ClassVar[str]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The attributes to pickle, the records' list as one buffer (see :func:`packed`)."""
+        state = dict(self.__dict__)
+        state[self._packed_attribute] = packed(state[self._packed_attribute])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        name = self._packed_attribute
+        state[name] = unpacked(state[name])  # copy.copy keeps the stand-in
+        self.__dict__.update(state)
 
 
 def unpacked(value: Any) -> Any:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grainlite.engine.failures import FailedElement
-from grainlite.engine.packed_records import packed, unpacked
+from grainlite.engine.packed_records import PicklesRecordsPacked
 from grainlite.engine.pipeline import PipelineBase
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.runs import MappedRuns
@@ -51,7 +51,7 @@ def _with_skipped(state: Any, skipped: set[tuple[int, Any]]) -> Any:
 
 
 @dataclass(frozen=True)
-class Pipeline(PipelineBase):
+class Pipeline(PicklesRecordsPacked, PipelineBase):
     """Everything a process needs to produce its share of the elements; pickled to workers.
 
     Attributes:
@@ -64,23 +64,14 @@ class Pipeline(PipelineBase):
       read_options: reader threads and read-ahead per process.
     """
 
+    _packed_attribute = "source"  # a large list of bytes records travels as one buffer
+
     source: Any
     sampler: Any
     steps: Steps
     shard_index: int
     shard_count: int
     read_options: ReadOptions
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The fields to pickle; a large list of ``bytes`` records goes as one buffer
-        (:func:`~grainlite.engine.packed_records.packed`) and comes back an equal list."""
-        state = dict(self.__dict__)
-        state["source"] = packed(state["source"])
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state["source"] = unpacked(state["source"])  # copy.copy keeps the stand-in
-        self.__dict__.update(state)
 
     def release_readers(self) -> None:
         """Closes the files this process opened for reading, where the source can reopen them
