@@ -39,6 +39,35 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     multiprocessing.resource_tracker.ensure_running()
 
 
+# scripts/check runs the suite in two processes (pytest-xdist, ``-n 2 --dist loadgroup``). Each
+# test file is one unit of work, so a module's fixtures are set up once; files that start
+# services on the machine run one after another in one process: Ray instances (a local instance
+# each, heavy on 2 cores) and jax.distributed jobs (each takes a free port; two at once could
+# take the same one).
+SHARED_GROUPS = {
+    "ray": ("test_ray_",),
+    "localhost ports": (
+        "test_multihost",
+        "test_device_multihost",
+        "test_elastic_orbax",
+        "test_elastic_resharding_orbax",
+    ),
+}
+
+
+def xdist_group_of(path: Path) -> str:
+    """The group a test file runs in under ``--dist loadgroup``: its shared group, or the file."""
+    for group, prefixes in SHARED_GROUPS.items():
+        if path.stem.startswith(prefixes):
+            return group
+    return path.stem
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(Path(item.path))))
+
+
 @pytest.fixture(autouse=True)
 def leaves_no_processes_or_shared_memory():
     """Fails the test if it leaves a child process or a /dev/shm segment of this process behind."""

@@ -21,7 +21,8 @@ from grainlite import shm
 from grainlite.errors import GrainliteValueError
 from grainlite.shm import names
 
-pytestmark = pytest.mark.timeout(60)
+# shm_cleanup: these tests make stale segments and remove every stale segment of the machine.
+pytestmark = [pytest.mark.timeout(60), pytest.mark.shm_cleanup]
 
 SHM = Path("/dev/shm")
 NOBODY = 65534

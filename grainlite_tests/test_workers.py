@@ -433,6 +433,7 @@ def test_workers_end_when_the_parent_ends_however_it_ends(body, kill):
     _assert_gone(pids, process.pid)
 
 
+@pytest.mark.shm_cleanup  # removes every stale segment of the machine
 def test_stale_segments_of_a_killed_owner_are_found_and_removed():
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     segment = shm.Segment.create(128, "test", owner_pid=victim.pid)
