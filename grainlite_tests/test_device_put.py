@@ -206,7 +206,7 @@ def test_the_state_is_after_the_last_batch_received_not_after_the_queued_ones():
         for received in range(3):
             prefetcher = batches._engine.prefetcher
             if prefetcher is not None:  # the thread has read ahead: 3 batches wait
-                wait_for(lambda p=prefetcher: p._queue.qsize() == 3, "a full queue")
+                wait_for(lambda p=prefetcher: p.queued() == 3, "a full queue")
             state = json.loads(batches.get_state())
             assert state == {"host_state": host_states[received], "batches_received": received}
             next(batches)
@@ -322,7 +322,7 @@ def test_close_returns_only_after_the_thread_has_ended():
     batches = grain.device_put(make_loader(), prefetch=2)
     next(batches)
     prefetcher = batches._engine.prefetcher
-    wait_for(lambda: prefetcher._queue.qsize() == 2, "the thread blocked on a full queue")
+    wait_for(lambda: prefetcher.queued() == 2, "the thread blocked on a full queue")
     batches.close()
     assert not prefetcher.thread.is_alive()
 
