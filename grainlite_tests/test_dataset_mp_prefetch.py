@@ -30,6 +30,7 @@ from grainlite.dataset.mp.pipeline import DatasetPipeline
 from grainlite.dataset.mp.prefetch import MultiprocessPrefetchDatasetIterator
 from grainlite.options import MultiprocessingOptions
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, to_plain
+from grainlite_tests.support.waiting import assert_gone
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -483,13 +484,6 @@ def held_children(it: Any) -> set[int]:
     children = set(it._stream.pids())
     assert children and all(alive(pid) for pid in children)
     return children
-
-
-def assert_gone(pids: set[int]) -> None:
-    deadline = time.monotonic() + 5
-    while any(alive(pid) for pid in pids):
-        assert time.monotonic() < deadline, f"workers {pids} still alive"
-        time.sleep(0.01)
 
 
 def arrays(n: int) -> Any:

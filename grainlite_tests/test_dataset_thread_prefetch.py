@@ -13,6 +13,7 @@ import pytest
 import grainlite as grain
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
 from grainlite_tests.support.stream_checks import assert_matches_grain
+from grainlite_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,11 +25,11 @@ def _prefetch_threads() -> int:
 
 
 def _wait_for_no_prefetch_threads(before: int) -> None:
-    deadline = time.monotonic() + 5
-    while _prefetch_threads() > before:
-        assert time.monotonic() < deadline, "the read-ahead thread did not end"
+    def ended() -> bool:
         gc.collect()
-        time.sleep(0.01)
+        return _prefetch_threads() <= before
+
+    wait_for(ended, "the read-ahead thread ended", timeout=5)
 
 
 @pytest.mark.parametrize("buffer_size", [0, 1, 3, 50])

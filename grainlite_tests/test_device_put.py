@@ -11,7 +11,6 @@ import gc
 import json
 import os
 import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ import pytest
 import grainlite as grain
 from grainlite_tests.support import contracts
 from grainlite_tests.support.device_lab import DEVICE_COUNT, in_lab, lab_session
+from grainlite_tests.support.waiting import wait_for
 
 pytest.importorskip("jax")
 
@@ -79,13 +79,6 @@ def assert_bit_equal(a: Any, b: Any) -> None:
 
 def device_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("grainlite-device-put")]
-
-
-def wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"not true after {DEADLINE_S} s: {what}"
-        time.sleep(0.01)
 
 
 def random_flip(batch: dict[str, Any], key: Any) -> dict[str, Any]:
@@ -206,7 +199,7 @@ def test_the_state_is_after_the_last_batch_received_not_after_the_queued_ones():
         for received in range(3):
             prefetcher = batches._engine.prefetcher
             if prefetcher is not None:  # the thread has read ahead: 3 batches wait
-                wait_for(lambda p=prefetcher: p._queue.qsize() == 3, "a full queue")
+                wait_for(lambda p=prefetcher: p.queued() == 3, "a full queue", DEADLINE_S)
             state = json.loads(batches.get_state())
             assert state == {"host_state": host_states[received], "batches_received": received}
             next(batches)
@@ -322,7 +315,7 @@ def test_close_returns_only_after_the_thread_has_ended():
     batches = grain.device_put(make_loader(), prefetch=2)
     next(batches)
     prefetcher = batches._engine.prefetcher
-    wait_for(lambda: prefetcher._queue.qsize() == 2, "the thread blocked on a full queue")
+    wait_for(lambda: prefetcher.queued() == 2, "the thread blocked on a full queue", DEADLINE_S)
     batches.close()
     assert not prefetcher.thread.is_alive()
 
@@ -334,7 +327,7 @@ def test_garbage_collection_ends_an_abandoned_device_iterator():
     assert resources()[:2] == (1, 1)
     del batches
     gc.collect()
-    wait_for(lambda: resources() == (0, 0, 0), "no thread, process or segment left")
+    wait_for(lambda: resources() == (0, 0, 0), "no thread, process or segment left", DEADLINE_S)
 
 
 @in_lab

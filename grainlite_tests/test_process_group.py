@@ -17,16 +17,9 @@ from leak_check import alive
 import grainlite as grain
 from grainlite import shm
 from grainlite_tests.support.busy import BusyFor
+from grainlite_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("the condition did not hold in time")
-        time.sleep(0.01)
 
 
 def test_close_stops_every_busy_worker_against_one_shared_deadline(tmp_path):
@@ -40,7 +33,7 @@ def test_close_stops_every_busy_worker_against_one_shared_deadline(tmp_path):
     iterator = iter(loader)
     iterator.start_prefetch()
     pids = iterator._stream.pids()
-    _wait_for(lambda: len(list(tmp_path.iterdir())) == workers)  # every worker is in map()
+    wait_for(lambda: len(list(tmp_path.iterdir())) == workers, "every worker is in map()")
     start = time.monotonic()
     iterator.close()
     took = time.monotonic() - start
@@ -83,7 +76,7 @@ def test_a_second_ctrl_c_during_close_still_leaves_nothing_behind(tmp_path):
     try:
         pids = [int(p) for p in child.stdout.readline().split()]
         assert len(pids) == 2, child.stderr.read()
-        _wait_for(lambda: len(list(tmp_path.iterdir())) == 2)
+        wait_for(lambda: len(list(tmp_path.iterdir())) == 2, "both workers are in map()")
         child.send_signal(signal.SIGINT)  # ends next(); the loader closes, waiting for the workers
         # Not synchronisation: aims the second Ctrl-C at that wait (about a second long). Sent
         # later, it finds nothing to interrupt and the test still holds.

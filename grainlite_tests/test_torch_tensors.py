@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import grainlite as grain
+from grainlite.engine.producer import value_of
 from grainlite.torch import TorchDataLoader
-from grainlite.torch.tensors import PinningThread, can_pin, to_tensors
+from grainlite.torch.tensors import can_pin, start_pinning, to_tensors
 from grainlite_tests.support.torch_records import records
 
 pytestmark = pytest.mark.timeout(60)
@@ -72,27 +73,29 @@ def test_the_pinning_thread_hands_over_batches_then_the_end():
         array, extra = next(items)
         return to_tensors(array), extra
 
-    thread = PinningThread(fetch, pin=can_pin())
+    thread = start_pinning(fetch, pin=can_pin())
     try:
-        assert thread.next()[1] == "a"
-        assert thread.next()[1] == "b"
+        assert thread.get().state == "a"
+        assert thread.get().state == "b"
         for _ in range(2):
             with pytest.raises(StopIteration):
-                thread.next()
+                value_of(thread.get())
     finally:
-        thread.close()
+        thread.stop()
 
 
 def test_the_pinning_thread_raises_a_fetch_error_in_the_batch_place():
     def fetch():
         raise ValueError("the worker failed")
 
-    thread = PinningThread(fetch, pin=False)
+    thread = start_pinning(fetch, pin=False)
     try:
         with pytest.raises(ValueError, match="the worker failed"):
-            thread.next()
+            value_of(thread.get())
+        with pytest.raises(StopIteration):  # raised once: the stream ends after it
+            value_of(thread.get())
     finally:
-        thread.close()
+        thread.stop()
 
 
 @pytest.mark.skipif(not can_pin(), reason="pinning needs an accelerator")

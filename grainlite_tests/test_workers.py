@@ -24,6 +24,7 @@ from grainlite_tests.support.contracts import (
     to_plain,
 )
 from grainlite_tests.support.grain_peer import Config
+from grainlite_tests.support.waiting import assert_gone, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -397,13 +398,13 @@ def _run_script(body: str, kill: signal.Signals | None) -> tuple[subprocess.Pope
 
 
 def _assert_gone(pids: list[int], owner: int) -> None:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        leftovers = [n for n in shm.list_segments() if shm.owner_pid(n) == owner]
-        if not any(alive(p) for p in pids) and not leftovers:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"alive: {[p for p in pids if alive(p)]}, segments: {leftovers}")
+    """The workers have ended and no segment of ``owner`` is left."""
+    assert_gone(pids)
+    wait_for(
+        lambda: not any(shm.owner_pid(n) == owner for n in shm.list_segments()),
+        f"no shared-memory segment of process {owner} left",
+        timeout=5,
+    )
 
 
 # Bodies that a signal interrupts: each prints "ready" where the signal should find it.

@@ -23,9 +23,10 @@ import contextlib
 import queue
 import threading
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 # How often a stoppable thread waiting for an inner read-ahead looks at its stop event.
 _POLL_S = 0.05
@@ -72,7 +73,14 @@ def stop_point() -> None:
         raise ReadStopped
 
 
-def get_stoppable(items: queue.Queue[T]) -> T:
+class Gettable(Protocol[T_co]):
+    """What :func:`get_stoppable` waits on: a ``queue.Queue`` or an
+    :class:`~grainlite.engine.producer.Producer` (``get`` raises ``queue.Empty`` on a timeout)."""
+
+    def get(self, *, timeout: float | None = None) -> T_co: ...
+
+
+def get_stoppable(items: Gettable[T]) -> T:
     """``items.get()``; in a stoppable thread, waits in short steps and raises
     :class:`ReadStopped` once told to stop."""
     stop = _current.stop

@@ -17,8 +17,8 @@ import weakref
 from typing import Any
 
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.device import prefetch as prefetching
-from grainlite.device.iterator import check_depth
+from grainlite.device.iterator import check_depth, start_reading
+from grainlite.engine.producer import End, Item, Producer, value_of
 from grainlite.errors import GrainliteTypeError
 
 
@@ -70,7 +70,7 @@ class DevicePutDatasetIterator(DatasetIterator):
         self._device = device
         self._depth = depth
         self._state = parent.get_state()
-        self._holder: list[prefetching.Prefetcher] = []
+        self._holder: list[Producer] = []
         self._ended = False
         self._finalizer = weakref.finalize(self, _stop_all, self._holder)
 
@@ -79,10 +79,10 @@ class DevicePutDatasetIterator(DatasetIterator):
 
         self._place = place
 
-    def _prefetcher(self) -> prefetching.Prefetcher:
+    def _prefetcher(self) -> Producer:
         if not self._holder:
             self._holder.append(
-                prefetching.Prefetcher(
+                start_reading(
                     self._parent, self._place, self._depth, 0, f"grainlite-device-put-{id(self):x}"
                 )
             )
@@ -92,12 +92,12 @@ class DevicePutDatasetIterator(DatasetIterator):
         if self._ended:
             raise StopIteration
         item = self._prefetcher().get()
-        if not isinstance(item, prefetching.Item):
+        if not isinstance(item, Item):
             _stop_all(self._holder)
-            self._ended = isinstance(item, prefetching.End)
+            self._ended = isinstance(item, End)
         if item.state is not None:
             self._state = item.state
-        return prefetching.value_of(item)
+        return value_of(item)
 
     def get_state(self) -> dict[str, Any]:
         """The parent's state after the last element returned."""
@@ -119,7 +119,7 @@ class DevicePutDatasetIterator(DatasetIterator):
         return f"DevicePutDatasetIterator(device={self._device})"
 
 
-def _stop_all(holder: list[prefetching.Prefetcher]) -> None:
+def _stop_all(holder: list[Producer]) -> None:
     while holder:
         holder.pop().stop()
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from grainlite.checks import int_option
-from grainlite.device import prefetch as prefetching
 from grainlite.device import state as device_state
+from grainlite.engine.producer import End, Item, Producer, value_of
 from grainlite.errors import GrainliteTypeError, LoaderClosedError
 
 
@@ -46,12 +46,45 @@ def check_depth(name: str, value: Any) -> int:
     )
 
 
+def start_reading(
+    source: Any, place: Callable[[Any, int], Any], depth: int, first_index: int, name: str
+) -> Producer:
+    """A :class:`~grainlite.engine.producer.Producer` that reads ``source`` ahead on one thread.
+
+    Each step takes the next host element, reads the source's ``get_state()`` (the position
+    *after* that element) and runs ``place(element, index)`` (the host-to-device copy and the
+    device transforms, which JAX dispatches asynchronously), the index counted from
+    ``first_index``. The consumer takes the items in order, so the state that comes with the item
+    it hands to the user is exactly the position after the last batch the user received, however
+    many batches wait in the queue. After an error the item's state is the source's then (None if
+    it cannot say); at the end, the source's final state. ``depth`` 0 works as 1.
+    """
+    index = first_index
+
+    def step() -> tuple[Any, Any]:
+        nonlocal index
+        element = next(source)
+        state = source.get_state()
+        value = place(element, index)
+        index += 1
+        return value, state
+
+    return Producer(step, depth, name, final_state=source.get_state, error_state=source.get_state)
+
+
+def close_if_closable(source: Any) -> None:
+    """Calls ``source.close()`` if the source has one (a plain iterator may not)."""
+    close = getattr(source, "close", None)
+    if callable(close):
+        close()
+
+
 class _Engine:
     """What the finalizer needs: the host iterator and the running prefetcher (no ``self``)."""
 
     def __init__(self, host: Any) -> None:
         self.host = host
-        self.prefetcher: prefetching.Prefetcher | None = None
+        self.prefetcher: Producer | None = None
 
     def stop(self) -> None:
         if self.prefetcher is not None:
@@ -61,9 +94,9 @@ class _Engine:
     def close(self) -> None:
         prefetcher, self.prefetcher = self.prefetcher, None
         if prefetcher is not None:
-            prefetcher.stop(close_source=True)  # the host closes after the thread has left it
+            prefetcher.stop(then=lambda: close_if_closable(self.host))  # after the thread left it
         else:
-            prefetching.close_if_closable(self.host)
+            close_if_closable(self.host)
 
 
 class DeviceIterator(Iterator[Any]):
@@ -95,10 +128,10 @@ class DeviceIterator(Iterator[Any]):
         self._closed = False
         self._finalizer = weakref.finalize(self, self._engine.close)
 
-    def _start(self) -> prefetching.Prefetcher:
+    def _start(self) -> Producer:
         prefetcher = self._engine.prefetcher
         if prefetcher is None:
-            prefetcher = self._engine.prefetcher = prefetching.Prefetcher(
+            prefetcher = self._engine.prefetcher = start_reading(
                 self._engine.host,
                 self._place,
                 self._depth,
@@ -126,12 +159,12 @@ class DeviceIterator(Iterator[Any]):
         if self._depth == 0:
             return self._next_now()
         item = self._start().get()
-        if not isinstance(item, prefetching.Item):
+        if not isinstance(item, Item):
             self._engine.stop()  # the thread ended after sending this item
-            self._ended = isinstance(item, prefetching.End)
+            self._ended = isinstance(item, End)
         if item.state is not None:
             self._host_state = item.state
-        value = prefetching.value_of(item)
+        value = value_of(item)
         self._received += 1
         return value
 

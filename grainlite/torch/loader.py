@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from grainlite.engine.producer import value_of
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.loader.arguments import (
     check_source,
@@ -27,7 +28,7 @@ from grainlite.torch.options import check_options, warn_if_cannot_pin
 from grainlite.torch.plan import EpochsIterator, Plan, Settings, check_steps
 from grainlite.torch.resources import Fetch, Resources, next_element
 from grainlite.torch.sharding import ShardByTorchRank, gather_strings
-from grainlite.torch.tensors import PinningThread, to_tensors
+from grainlite.torch.tensors import start_pinning, to_tensors
 
 
 class EpochControl:
@@ -180,7 +181,7 @@ class TorchDataLoader:
         if self._thread_wanted:
             limit = plan.batches_per_epoch
             left = None if limit is None else max(0, limit - batch)
-            self._resources.thread = PinningThread(Fetch(iterator, left, plan), pin=self._pin)
+            self._resources.thread = start_pinning(Fetch(iterator, left, plan), pin=self._pin)
         return self._bound
 
     def _next_batch(self, bound: int) -> Any:
@@ -193,7 +194,8 @@ class TorchDataLoader:
             raise StopIteration
         thread = self._resources.thread
         if thread is not None:
-            element, state = thread.next()
+            item = thread.get()
+            element, state = value_of(item), item.state
         else:
             element = next_element(iterator, plan, limit is not None)
             state = iterator.get_state() if plan.settings.data_dependent else None

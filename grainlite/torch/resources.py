@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from grainlite.engine.producer import Producer
 from grainlite.errors import GrainliteRuntimeError
 from grainlite.loader.data_loader import DataLoaderIterator
 from grainlite.torch.plan import Plan
-from grainlite.torch.tensors import PinningThread, to_tensors
+from grainlite.torch.tensors import to_tensors
 
 
 class Resources:
@@ -21,12 +22,12 @@ class Resources:
 
     def __init__(self) -> None:
         self.iterator: DataLoaderIterator | None = None
-        self.thread: PinningThread | None = None
+        self.thread: Producer | None = None  # the pinning thread (torch.tensors.start_pinning)
 
     def stop_thread(self) -> None:
         """Stops the pinning thread, if any (the iterator and its workers stay)."""
         if self.thread is not None:
-            self.thread.close()
+            self.thread.stop()
             self.thread = None
 
     def close(self) -> None:

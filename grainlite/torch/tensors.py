@@ -1,4 +1,4 @@
-"""Batches as torch tensors without a copy, and pinning them in a background thread.
+"""Batches as torch tensors without a copy, and pinning them on a background thread.
 
 :func:`to_tensors` turns every numeric numpy leaf of a batch into a ``torch.Tensor`` with
 ``torch.from_numpy``: the tensor views the array's memory. Arrays a worker sent live in its
@@ -9,8 +9,6 @@ Strings, bytes and object arrays stay as they are (torch has no tensor for them)
 
 from __future__ import annotations
 
-import queue
-import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from grainlite.engine.producer import Producer
 from grainlite.tree import map_leaves_keeping_order
 
 # numpy kinds torch has tensors for: bool, signed and unsigned ints, floats, complex.
@@ -67,66 +66,18 @@ def can_pin() -> bool:
     return bool(torch.cuda.is_available())
 
 
-_DONE = object()
-
-
-class PinningThread:
-    """Fetches the next batches in a background thread and pins them (if ``pin``), a few ahead.
+def start_pinning(fetch: Callable[[], tuple[Any, Any]], pin: bool, depth: int = 2) -> Producer:
+    """Fetches the next batches on a background thread and pins them (if ``pin``), ``depth`` ahead.
 
     ``fetch`` returns ``(batch, extra)`` or raises StopIteration; ``extra`` travels with the batch
-    (the loader's position after it). An exception raised by ``fetch`` is re-raised by
-    :meth:`next` in its place. :meth:`close` stops the thread; it returns once ``fetch`` returns
-    (a worker's next batch), so it is called before the workers are stopped.
+    as the item's state (the loader's position after it). The consumer takes the items with
+    ``get()`` (:mod:`grainlite.engine.producer`): an exception raised by ``fetch`` arrives in the
+    batch's place, and after it or the end every ``get()`` is an ``End``. ``stop()`` returns once
+    ``fetch`` returns (a worker's next batch), so it is called before the workers are stopped.
     """
 
-    def __init__(self, fetch: Callable[[], tuple[Any, Any]], pin: bool, depth: int = 2) -> None:
-        self._fetch = fetch
-        self._pin = pin
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="grainlite-pin-memory", daemon=True)
-        self._thread.start()
+    def step() -> tuple[Any, Any]:
+        batch, extra = fetch()
+        return (pin_batch(batch) if pin else batch), extra
 
-    def _put(self, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                batch, extra = self._fetch()
-                item: Any = (pin_batch(batch) if self._pin else batch, extra)
-            except StopIteration:
-                self._put(_DONE)
-                return
-            except BaseException as error:  # handed to the consumer, in the batch's place
-                self._put(error)
-                return
-            if not self._put(item):
-                return
-
-    def next(self) -> tuple[Any, Any]:
-        """The next pinned ``(batch, extra)``; StopIteration at the end."""
-        item = self._queue.get()
-        if item is _DONE:
-            self._queue.put(_DONE)  # later calls end too
-            raise StopIteration
-        if isinstance(item, BaseException):
-            self._queue.put(_DONE)
-            raise item
-        return item  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        """Stops fetching; waits for the fetch in progress to return. Idempotent."""
-        self._stop.set()
-        while True:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                break
-        self._thread.join()
+    return Producer(step, depth, "grainlite-pin-memory")

@@ -28,10 +28,9 @@ that thread running); a single read that never returns still cannot be interrupt
 from __future__ import annotations
 
 import copy
-import queue
-import threading
 import weakref
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset
@@ -44,11 +43,9 @@ from grainlite.dataset.mp.slicing import (
 )
 from grainlite.dataset.next_index import get_next_index, set_next_index
 from grainlite.dataset.options import WithOptionsIterDataset, pipeline_options
-from grainlite.dataset.stopping import ReadStopped, get_stoppable, stoppable
+from grainlite.dataset.stopping import get_stoppable, stoppable
+from grainlite.engine.producer import End, Failed, Producer
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, clipped
-
-# How long a blocked producer waits before it looks at its stop flag again.
-_POLL_S = 0.05
 
 
 def _check_buffer_size(size: Any) -> int:
@@ -83,71 +80,14 @@ class ThreadPrefetchIterDataset(IterDataset):
         return f"ThreadPrefetchIterDataset(prefetch_buffer_size={self._prefetch_buffer_size})"
 
 
-class _Item(NamedTuple):
-    """One element read ahead, the parent's state after it, or the error that ended the read."""
+def _reading(parent: DatasetIterator) -> Callable[[], tuple[Any, Any]]:
+    """The producer's step: the parent's next element and its state right after it."""
 
-    element: Any
-    state: Any
-    error: BaseException | None
+    def step() -> tuple[Any, Any]:
+        element = next(parent)
+        return element, parent.get_state()
 
-
-_END = object()  # the element of the item that says the parent is exhausted
-
-
-class _Producer:
-    """The background read: a daemon thread filling a bounded queue until told to stop."""
-
-    def __init__(self, parent: DatasetIterator, size: int) -> None:
-        self.queue: queue.Queue[_Item] = queue.Queue(maxsize=size)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(
-            target=_produce,
-            args=(parent, self.queue, self.stop),
-            daemon=True,
-            name="grainlite-thread-prefetch",
-        )
-        self.thread.start()
-
-    def close(self) -> None:
-        """Stops the thread and waits for it: a parent ``next()`` in flight stops at its next
-        stop point (see :mod:`grainlite.dataset.stopping`), a read in flight finishes first."""
-        self.stop.set()
-        while self.thread.is_alive():
-            try:
-                while True:
-                    self.queue.get_nowait()  # unblocks a producer waiting on a full queue
-            except queue.Empty:
-                pass
-            self.thread.join(_POLL_S)
-
-
-def _produce(parent: DatasetIterator, out: queue.Queue[_Item], stop: threading.Event) -> None:
-    with stoppable(stop):
-        try:
-            _fill(parent, out, stop)
-        except ReadStopped:  # told to stop inside the parent's next(): its owner moves it back
-            return
-
-
-def _fill(parent: DatasetIterator, out: queue.Queue[_Item], stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            element = next(parent)
-            item = _Item(element, parent.get_state(), None)
-        except StopIteration:
-            item = _Item(_END, parent.get_state(), None)
-        except ReadStopped:
-            raise
-        except BaseException as error:  # delivered to the consumer at its place
-            item = _Item(None, None, error)
-        while not stop.is_set():
-            try:
-                out.put(item, timeout=_POLL_S)
-                break
-            except queue.Full:
-                continue
-        if item.element is _END or item.error is not None:
-            return
+    return step
 
 
 class ThreadPrefetchDatasetIterator(DatasetIterator):
@@ -165,7 +105,7 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
         # The parent's state after the last element delivered; None while the parent itself
         # is there (nothing read ahead), so get_state() asks it (as Grain does).
         self._state: Any = None
-        self._producer: _Producer | None = None
+        self._producer: Producer | None = None
         self._finalizer: Any = None
         self._done = False  # the parent is exhausted and the last state is delivered
 
@@ -184,22 +124,31 @@ class ThreadPrefetchDatasetIterator(DatasetIterator):
         producer = self._producer
         if producer is None:
             producer = self._start_producer()
-        item = get_stoppable(producer.queue)  # a plain get() unless read ahead itself
-        if item.error is not None:  # the state stays the one before the failed element
+        item = get_stoppable(producer)  # a plain get() unless read ahead itself
+        if isinstance(item, Failed):  # the state stays the one before the failed element
             self._stop()
             raise item.error
-        if item.element is _END:  # the state stays the one after the last element (Grain's)
+        if isinstance(item, End):  # the state stays the one after the last element (Grain's)
             self._stop()
             self._done = True
             raise StopIteration
         self._state = item.state
-        return item.element
+        return item.value
 
-    def _start_producer(self) -> _Producer:
+    def _start_producer(self) -> Producer:
         if self._state is None:  # the parent is about to move ahead: keep where it is
             self._state = self._parent.get_state()
-        producer = self._producer = _Producer(self._parent, self._size)
-        self._finalizer = weakref.finalize(self, producer.close)
+        parent = self._parent
+        # The thread stops at the parent's stop points too (grainlite.dataset.stopping): a
+        # ReadStopped raised there ends it once stop() is asked, with nothing queued.
+        producer = self._producer = Producer(
+            _reading(parent),
+            self._size,
+            "grainlite-thread-prefetch",
+            final_state=parent.get_state,
+            around=stoppable,
+        )
+        self._finalizer = weakref.finalize(self, producer.stop)
         return producer
 
     def start_prefetch(self) -> None:
