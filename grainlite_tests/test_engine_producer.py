@@ -143,9 +143,11 @@ def test_a_dropped_producer_ends_its_thread_once_collected(busy_core):
     for trial in range(TRIALS):
         producer, _ = _blocked_on_a_full_queue(depth=1 + trial % 2)
         thread = producer.thread
-        del producer
-        gc.collect()
+        del producer  # no cycle holds it: dropping the last reference collects it
         thread.join(1.0)
+        if thread.is_alive():  # held by a cycle after all: a full collection (slow with JAX loaded)
+            gc.collect()
+            thread.join(1.0)
         assert not thread.is_alive(), f"trial {trial}: a dropped producer's thread lives on"
 
 
