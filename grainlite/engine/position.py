@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.checks import is_int
 from grainlite.errors import shown
 
 
@@ -52,9 +53,9 @@ def encode_interleave(
 
 
 def _int(value: Any, where: str, bad: Callable[[str], Exception]) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):  # a numpy integer too: Grain takes one in these fields
         raise bad(f"{where} must be an int, got {shown(value)}")
-    return value
+    return int(value)
 
 
 def decode_interleave(
