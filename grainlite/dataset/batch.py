@@ -183,6 +183,11 @@ class BatchMapDataset(MapDataset):
         ``batch_fn`` makes its batches itself, so they are copied there when sent)."""
         return type(self) is BatchMapDataset and self._batch_fn is stack
 
+    def batch_returned_as_is(self) -> BatchMapDataset | None:
+        """This node, when its batches may be stacked in shared memory
+        (:attr:`fills_shared_memory`)."""
+        return self if self.fills_shared_memory else None
+
     def stack_with(self, batch_fn: Callable[[list[Any]], Any]) -> None:
         """Makes this node batch with ``batch_fn`` in place of the default stacking: an
         ``mp_prefetch`` worker's private copy fills its rows in shared memory when sent."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset, map_lineage
 from grainlite.dataset.map import parent_stream
 from grainlite.errors import GrainliteValueError, shown
+
+if TYPE_CHECKING:
+    from grainlite.dataset.batch import BatchMapDataset
 
 _INT64_SAFE = 2**62
 
@@ -63,6 +66,11 @@ class SliceMapDataset(MapDataset):
 
     def __len__(self) -> int:
         return len(self._range)
+
+    def batch_returned_as_is(self) -> BatchMapDataset | None:
+        """The parent's: a view returns its parent's elements as they are (grainlite's own node;
+        a subclass may change them)."""
+        return self._parent.batch_returned_as_is() if type(self) is SliceMapDataset else None
 
     def _wraps(self) -> bool:
         wraps = self._wrap_within

@@ -24,7 +24,7 @@ from __future__ import annotations
 import builtins
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grainlite.checks import int_option, template_filled
 from grainlite.dataset import stopping
@@ -39,6 +39,9 @@ from grainlite.errors import (
 )
 from grainlite.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
+
+if TYPE_CHECKING:
+    from grainlite.dataset.batch import BatchMapDataset
 
 
 def _chain(dataset: Any) -> list[Any]:
@@ -116,6 +119,14 @@ class PrefetchIterDataset(IterDataset):
     def allow_nones(self) -> bool:
         """Whether the iterators yield ``None`` holes instead of skipping them."""
         return self._allow_nones
+
+    def map_batch_read_last(self) -> BatchMapDataset | None:
+        """The parent's :meth:`~grainlite.dataset.base.MapDataset.batch_returned_as_is`: this
+        node hands out the elements it reads as they are (grainlite's own node; a subclass may
+        change them)."""
+        if type(self) is not PrefetchIterDataset:
+            return None
+        return self._parent.batch_returned_as_is()
 
     def set_slice(self, sl: builtins.slice, sequential_slice: bool = False) -> None:
         """Grain's in-place slicing hook: from now on this node reads ``parent.slice(sl)``.
