@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
@@ -91,6 +92,8 @@ class BatchMapDataset(MapDataset):
       drop_remainder: leave out the last batch when it is short.
       batch_fn: makes a batch from the list of elements; ``None`` stacks them.
     """
+
+    _element_spec = property(element_spec.batch_spec)
 
     def __init__(
         self,
@@ -203,6 +206,8 @@ class BatchIterDataset(IterDataset):
       drop_remainder: leave out the last batch when it is short.
       batch_fn: makes a batch from the list of elements; ``None`` stacks them.
     """
+
+    _element_spec = property(element_spec.batch_spec)
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
 
@@ -198,6 +199,8 @@ def in_force(options: DatasetOptions | None) -> Iterator[None]:
 class WithOptionsIterDataset(IterDataset):
     """``parent``, with ``options`` in force for every iterator of the pipeline it is part of
     (see :func:`pipeline_options` for which options win)."""
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: IterDataset, options: DatasetOptions) -> None:
         if not isinstance(options, DatasetOptions):

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import (
     GrainliteTypeError,
@@ -207,6 +208,8 @@ class RngPool:
 class WithSeedMapDataset(MapDataset):
     """``ds.seed(s)`` on a ``MapDataset``: the same elements; sets the seed of the nodes below."""
 
+    _element_spec = property(element_spec.first_parent_spec)
+
     def __init__(self, parent: MapDataset, seed: int) -> None:
         super().__init__(parent)
         self._seed_override = check_seed(seed, "ds.seed(...)")
@@ -232,6 +235,8 @@ class WithSeedMapDataset(MapDataset):
 
 class WithSeedIterDataset(IterDataset):
     """``ds.seed(s)`` on an ``IterDataset``: iterates the parent itself (its state unchanged)."""
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: IterDataset, seed: int) -> None:
         super().__init__(parent)

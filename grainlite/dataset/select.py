@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset
 from grainlite.errors import (
@@ -81,6 +82,8 @@ class ConcatenateMapDataset(MapDataset):
       datasets: the ``MapDataset`` inputs (empty ones contribute nothing).
     """
 
+    _element_spec = property(element_spec.first_parent_spec)
+
     def __init__(self, datasets: Sequence[MapDataset]) -> None:
         super().__init__(check_map_datasets(datasets, "concatenate"))
         self._starts = [0, *itertools.accumulate(len(parent) for parent in self._parents)]
@@ -128,6 +131,8 @@ class SelectionMapDataset(MapDataset):
       selection_map: ``len(selection_map)`` is the length; ``selection_map[i]`` is
         ``(dataset index, index in that dataset)``.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, datasets: Sequence[MapDataset], selection_map: Any) -> None:
         super().__init__(check_map_datasets(datasets, "select_from_datasets"))

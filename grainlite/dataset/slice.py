@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset, map_lineage
 from grainlite.dataset.map import parent_stream
@@ -51,6 +52,8 @@ class SliceMapDataset(MapDataset):
     Raises:
       ValueError: ``sl`` is not a slice (Grain's type), or its step is zero.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: MapDataset, sl: builtins.slice) -> None:
         if not isinstance(sl, builtins.slice):
@@ -130,6 +133,8 @@ class BlockStrideMapDataset(MapDataset):
     Worker ``first`` of ``stride`` of ``mp_prefetch`` reads these under its batch rule
     (google/grain#1129, :mod:`grainlite.dataset.mp.slicing`).
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: MapDataset, block: int, first: int, stride: int) -> None:
         super().__init__(parent)

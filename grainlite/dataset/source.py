@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, wrapped_keys
 from grainlite.dataset.base import MapDataset
 from grainlite.engine.packed_records import PicklesRecordsPacked
@@ -129,6 +130,8 @@ class RangeMapDataset(MapDataset[int]):
     With one argument it counts from 0 (``range(5)`` is 0..4), as Python's ``range`` does, and it
     rejects what Python's ``range`` rejects (a zero step, non-integers) with the same error types.
     """
+
+    _element_spec = property(element_spec.range_spec)
 
     def __init__(self, start: int, stop: int | None = None, step: int = 1) -> None:
         super().__init__()

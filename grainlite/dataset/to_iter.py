@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from grainlite.checks import int_option, template_filled
-from grainlite.dataset import stopping
+from grainlite.dataset import element_spec, stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.map import parent_stream
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
@@ -102,6 +102,8 @@ class PrefetchIterDataset(IterDataset):
     of ``W`` reads the elements ``[w::W]`` (or a contiguous range); its ``next_index`` counts
     positions within that share, as Grain's workers do.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(
         self, parent: MapDataset, *, read_options: Any = None, allow_nones: bool = False
