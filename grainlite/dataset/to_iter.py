@@ -253,19 +253,26 @@ class PrefetchDatasetIterator(DatasetIterator):
         (the iterator is open, the dataset not at its end, the reader made and started)."""
         self._base += self._end
         self._buf, self._end, self._pos, self._fast_end = [], 0, 0, 0
+        block = self._read_block(reader)  # its next element, or what follows an error in it
+        end = len(block)
+        self._buf, self._end = block, end
+        self._fast_end = end if self._check is None else self._fast_end_now()
+
+    def _read_block(self, reader: BlockReader) -> list[Any]:
+        """The reader's next block, its read timed into this stage's stats. An element that
+        failed to read is raised at its place (the next read goes on after it); any other
+        exception stops the reader."""
         begin = clock()
         try:
-            block = reader.next_block()  # its next element, or what follows an error in it
-        except ElementReadError as failed:  # one element: raised at its place, the read goes on
+            block = reader.next_block()
+        except ElementReadError as failed:
             self._base += 1
             raise failed.error from None
         except BaseException:
             self._stop_reader()
             raise
-        end = len(block)
-        self._stats_stage.add(clock() - begin, end, end)
-        self._buf, self._end = block, end
-        self._fast_end = end if self._check is None else self._fast_end_now()
+        self._stats_stage.add(clock() - begin, len(block), len(block))
+        return block
 
     def _close_window(self, check: FilterRatioCheck) -> None:
         """Checks the window of elements just read (warns or raises, as Grain's filter check
@@ -311,16 +318,7 @@ class PrefetchDatasetIterator(DatasetIterator):
             self._finalizer = weakref.finalize(self, self._reader.close)
         counters = self._stats_counters
         counters.start()
-        begin = clock()
-        try:
-            block = self._reader.next_block()
-        except ElementReadError as failed:  # one element: raised at its place, the read goes on
-            self._base += 1
-            raise failed.error from None
-        except BaseException:
-            self._stop_reader()
-            raise
-        self._stats_stage.add(clock() - begin, len(block), len(block))
+        block = self._read_block(self._reader)
         if not counters.first_ns:
             counters.first_element()
         self._buf, self._end = block, len(block)
