@@ -35,6 +35,7 @@ def int_option(
     wrong_type: str,
     too_small: str,
     too_small_error: type[GrainliteValueError] = GrainliteValueError,
+    wrong_type_error: type[GrainliteError] = GrainliteTypeError,
 ) -> int:
     """``value`` as an ``int`` if it is an integer >= ``minimum``.
 
@@ -45,14 +46,17 @@ def int_option(
       too_small: the message when it is below ``minimum`` (a template).
       too_small_error: the error raised then, a :class:`GrainliteValueError` (a subclass where
         Grain raises a second builtin there too).
+      wrong_type_error: the error raised for a value that is no integer: a
+        :class:`GrainliteTypeError` unless the option has always raised a ValueError there.
 
     Raises:
-      GrainliteTypeError: ``value`` is not an integer (a TypeError, as Python raises there).
+      GrainliteTypeError: ``value`` is not an integer (a TypeError, as Python raises there), or
+        ``wrong_type_error``.
       GrainliteValueError: ``value`` is below ``minimum`` (a ValueError, as Grain raises), or
         ``too_small_error``.
     """
     if not is_int(value):
-        raise GrainliteTypeError(template_filled(wrong_type, value))
+        raise wrong_type_error(template_filled(wrong_type, value))
     number = int(value)  # type: ignore[call-overload]
     if number < minimum:
         raise too_small_error(template_filled(too_small, number))
