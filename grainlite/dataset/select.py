@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset import element_spec
-from grainlite.dataset._util import as_index, parent_getitems
+from grainlite.dataset._util import as_index, empty_read, parent_getitems
 from grainlite.dataset.base import MapDataset
 from grainlite.errors import (
     GrainliteTypeError,
@@ -94,9 +94,11 @@ class ConcatenateMapDataset(MapDataset):
 
     def _check_not_empty(self, index: Any) -> None:
         if self._length == 0:
-            raise ZeroDivisionError(
-                f"ConcatenateMapDataset index {index!r} cannot be read: every input is empty "
-                "(total length 0); concatenate at least one non-empty dataset."
+            raise empty_read(
+                "ConcatenateMapDataset",
+                index,
+                "every input is empty (total length 0); concatenate at least one non-empty "
+                "dataset.",
             )
 
     def __getitem__(self, index: Any) -> Any:
