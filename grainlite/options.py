@@ -122,6 +122,9 @@ class ReadPolicy:
     """... if they also take more than this share of the read + consumer time."""
     samples: int = 5
     """Blocks timed (after the first) before deciding."""
+    max_block: int = 256
+    """The most records one read asks of a source: a block never holds more, so the first
+    elements come soon and a block's memory stays bounded."""
 
     def is_slow(self, seconds_per_record: float) -> bool:
         """Whether a read of ``seconds_per_record`` is slow enough for reader threads."""
@@ -136,6 +139,14 @@ class ReadPolicy:
             self.is_slow(statistics.median(seconds_per_record))
             and statistics.median(shares) > self.read_share
         )
+
+    def threaded_block(self, buffer: int, threads: int, at_most: int | None = None) -> int:
+        """Records per read in ``threads`` reader threads sharing a ``buffer`` of records read
+        ahead (``ReadOptions.prefetch_buffer_size``): the buffer's share of one thread, so
+        every thread has a read in flight, at most :attr:`max_block` (and ``at_most``, a
+        reader's own bound), at least 1."""
+        bound = self.max_block if at_most is None else min(self.max_block, at_most)
+        return max(1, min(bound, buffer // threads))
 
 
 READ_POLICY = ReadPolicy()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from grainlite.dataset.base import MapDataset
@@ -100,3 +101,17 @@ def test_a_flat_map_worker_state_beyond_max_fan_out_is_refused_by_set_state_at_t
         assert "iterators_in_use_states[0]" in message and "max_fan_out 2" in message
         rest = list(iterator)
     assert sorted(first + rest) == sorted(x * 10 + k for x in range(6) for k in (0, 1))
+
+
+def test_a_state_whose_cycle_fields_are_numpy_integers_resumes_as_in_grain():
+    # Grain 0.2.18's mp_prefetch takes numpy integers in next_index_in_cycle and exhausted
+    # (a state edited with numpy); the same state resumes at the same element here.
+    ds = two_workers(MapDataset.range(8).to_iter_dataset())
+    with iter(ds) as iterator:
+        assert [next(iterator) for _ in range(3)] == [0, 1, 2]
+        state = iterator.get_state()
+    state["next_index_in_cycle"] = np.int64(state["next_index_in_cycle"])
+    state["exhausted"] = [np.int32(flag) for flag in state["exhausted"]]
+    with iter(ds) as iterator:
+        iterator.set_state(state)
+        assert list(iterator) == [3, 4, 5, 6, 7]

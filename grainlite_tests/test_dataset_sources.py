@@ -103,6 +103,26 @@ def test_empty_source_raises_zero_division_as_grain_does():
     assert len(MapDataset.source([])) == 0
 
 
+@pytest.mark.parametrize(
+    ("empty", "index", "what"),
+    [
+        (MapDataset.source([]), "x" * 100_000, "SourceMapDataset index 'xxx"),
+        (MapDataset.range(0), "x" * 100_000, "RangeMapDataset index 'xxx"),
+        (
+            MapDataset.concatenate([MapDataset.range(0)]),
+            10**1000,
+            "ConcatenateMapDataset index 1000",
+        ),
+    ],
+    ids=["source", "range", "concatenate"],
+)
+def test_reading_an_empty_node_quotes_the_index_briefly(empty, index, what):
+    with pytest.raises(ZeroDivisionError) as raised:
+        empty[index]
+    message = str(raised.value)
+    assert message.startswith(what) and "cannot be read" in message and len(message) < 500
+
+
 def test_source_index_of_the_wrong_type_is_a_type_error_naming_the_node():
     with pytest.raises(TypeError):
         grain.MapDataset.source([1, 2])["a"]

@@ -156,6 +156,12 @@ def test_enable_async_del_removes_names_in_a_background_thread():
     assert isinstance(SharedMemoryArray.__dict__["enable_async_del"], classmethod)
     with pytest.raises(lite.GrainliteValueError):
         SharedMemoryArray.enable_async_del(num_threads=0)
+    with pytest.raises(lite.GrainliteValueError) as raised:
+        SharedMemoryArray.enable_async_del(max_outstanding_requests="x" * 100_000)
+    assert str(raised.value).startswith(
+        "SharedMemoryArray.enable_async_del max_outstanding_requests must be a positive int"
+    )
+    assert len(str(raised.value)) < 400
     SharedMemoryArray.enable_async_del(num_threads=2, max_outstanding_requests=3)
     try:
         arrays = [SharedMemoryArray((16,)) for _ in range(10)]

@@ -355,6 +355,17 @@ def test_set_epoch_refuses_a_negative_epoch():
         loader.set_epoch(-1)
 
 
+def test_set_epoch_refuses_a_non_integer_as_a_value_error_quoting_it_briefly():
+    loader = TorchDataLoader(data_source=records(4))
+    for bad in ("x" * 100_000, True, 1.0):
+        with pytest.raises(
+            ValueError, match="set_epoch: epoch must be an int >= 0, got "
+        ) as raised:
+            loader.set_epoch(bad)
+        assert len(str(raised.value)) < 400
+    loader.set_epoch(np.int64(0))  # a numpy integer counts, as for every int option
+
+
 def test_to_torch_false_keeps_numpy_arrays():
     loader = TorchDataLoader(data_source=records(4), operations=[grain.Batch(2)], to_torch=False)
     batch = next(iter(loader))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from grainlite.torch.state import FORMAT, LoaderState, from_dict
@@ -47,3 +48,14 @@ def test_missing_fields_are_listed():
 def test_something_else_than_a_dict_is_refused():
     with pytest.raises(ValueError, match="expected a dict, got list"):
         from_dict([1, 2])
+
+
+def test_numpy_integer_fields_read_back_as_ints_and_a_bool_is_refused():
+    # One rule for every integer field of a saved state (grainlite.checks.state_int): a numpy
+    # integer counts (as in an int option and in Grain's states), a bool does not.
+    document = {**SAVED.to_dict(), "epoch": np.int64(2), "batch": np.uint8(5)}
+    loaded = from_dict(document)
+    assert loaded == SAVED
+    assert type(loaded.epoch) is int and type(loaded.batch) is int
+    with pytest.raises(ValueError, match="'epoch' must be an int >= 0, got True"):
+        from_dict({**SAVED.to_dict(), "epoch": True})

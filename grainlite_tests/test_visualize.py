@@ -426,3 +426,19 @@ def test_describe_batch_reads_device_arrays_and_needs_no_matplotlib():
         "x    (1, 2)  float32  1.5  2    0",
         "y    ()      int32    4    4    0",
     ]
+
+
+@pytest.mark.parametrize("draw", ["show_batch", "show_results"])
+def test_both_drawings_check_max_images_alike_quoting_a_bad_value_briefly(tmp_path, draw):
+    from grainlite import tools
+
+    batch = labelled()
+    args = (batch,) if draw == "show_batch" else (batch, batch["label"])
+    for bad, shown in [(0, "0"), (True, "True"), ("x" * 100_000, "'xxxx")]:
+        with pytest.raises(GrainliteValueError) as raised:
+            getattr(tools, draw)(*args, tmp_path / "x.png", max_images=bad)
+        message = str(raised.value)
+        assert message.startswith(f"max_images must be a positive int, got {shown}")
+        assert message.endswith("; pass max_images=N, N >= 1.") and len(message) < 400
+    drawn = read_png(getattr(tools, draw)(*args, tmp_path / "y.png", max_images=np.int64(2)))
+    assert drawn.shape[0] > 0

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.errors import GrainliteTypeError
+from grainlite.errors import GrainliteTypeError, shown
 
 
 def as_index(index: Any, node: str) -> int:
@@ -23,6 +23,12 @@ def as_index(index: Any, node: str) -> int:
             f"{node} indices must be integers or slices (got {index!r} of type "
             f"{type(index).__name__}); index with an int, e.g. ds[0], or a slice, e.g. ds[2:5]."
         ) from None
+
+
+def empty_read(node: str, index: Any, what: str) -> ZeroDivisionError:
+    """The error for reading ``index`` of an empty node: Grain divides by the length there, so
+    a ZeroDivisionError; ``what`` says what is empty and the fix."""
+    return ZeroDivisionError(f"{node} index {shown(index)} cannot be read: {what}")
 
 
 def wrapped_keys(indices: Sequence[int] | np.ndarray, length: int) -> np.ndarray:

@@ -22,7 +22,10 @@ import abc
 import builtins
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
+
+if TYPE_CHECKING:
+    from grainlite.dataset.batch import BatchMapDataset
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -127,6 +130,13 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
     # Whether this node permutes its parent differently in each epoch of an endless view (a
     # shuffle): a slice above it then wraps within itself (see grainlite.dataset.slice).
     reshuffles_each_epoch: ClassVar[bool] = False
+
+    def batch_returned_as_is(self) -> BatchMapDataset | None:
+        """The ``batch`` node with the default stacking whose batches this node returns as they
+        are (itself, or through slices only): an ``mp_prefetch`` worker may stack them straight
+        into its shared memory when it sends them. None here; asked by the ``to_iter_dataset``
+        above (:meth:`IterDataset.map_batch_read_last`)."""
+        return None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -288,6 +298,13 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
     # through it. False for every other node, and for a class defined outside grainlite that
     # does not declare it.
     one_to_one: ClassVar[bool] = False
+
+    def map_batch_read_last(self) -> BatchMapDataset | None:
+        """The ``MapDataset.batch`` (default stacking) whose batches this node returns as they
+        are: a ``to_iter_dataset()`` over it, through slices only (see
+        :meth:`MapDataset.batch_returned_as_is`); None here. Asked by ``mp_prefetch``, which then
+        fills that batch's rows in shared memory when a batch is sent."""
+        return None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
@@ -91,6 +92,8 @@ class BatchMapDataset(MapDataset):
       drop_remainder: leave out the last batch when it is short.
       batch_fn: makes a batch from the list of elements; ``None`` stacks them.
     """
+
+    _element_spec = property(element_spec.batch_spec)
 
     def __init__(
         self,
@@ -183,6 +186,11 @@ class BatchMapDataset(MapDataset):
         ``batch_fn`` makes its batches itself, so they are copied there when sent)."""
         return type(self) is BatchMapDataset and self._batch_fn is stack
 
+    def batch_returned_as_is(self) -> BatchMapDataset | None:
+        """This node, when its batches may be stacked in shared memory
+        (:attr:`fills_shared_memory`)."""
+        return self if self.fills_shared_memory else None
+
     def stack_with(self, batch_fn: Callable[[list[Any]], Any]) -> None:
         """Makes this node batch with ``batch_fn`` in place of the default stacking: an
         ``mp_prefetch`` worker's private copy fills its rows in shared memory when sent."""
@@ -198,6 +206,8 @@ class BatchIterDataset(IterDataset):
       drop_remainder: leave out the last batch when it is short.
       batch_fn: makes a batch from the list of elements; ``None`` stacks them.
     """
+
+    _element_spec = property(element_spec.batch_spec)
 
     def __init__(
         self,

@@ -15,7 +15,9 @@ its parent's spec by Grain's rules:
   the first parent's;
 * the nodes that only reorder, repeat, cut, prefetch, cache or filter give their parent's.
 
-A user's node answers through an ``_element_spec`` property, as in Grain.
+Every node answers through its ``_element_spec`` property, as in Grain: grainlite's nodes set
+it to one of the rules of this module (``_element_spec = property(first_parent_spec)``...), a
+user's node defines its own; a node without one raises ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -50,43 +52,6 @@ class ShapeDtypeStruct:
     dtype: Any
 
 
-_PASS_THROUGH = frozenset(
-    {
-        "FilterMapDataset",
-        "FilterIterDataset",
-        "ShuffleMapDataset",
-        "SliceMapDataset",
-        "RepeatMapDataset",
-        "RepeatIterDataset",
-        "LimitIterDataset",
-        "PrefetchIterDataset",
-        "ThreadPrefetchIterDataset",
-        "MultiprocessPrefetchIterDataset",
-        "CacheIterDataset",
-        "WithOptionsIterDataset",
-        "WithSeedMapDataset",
-        "WithSeedIterDataset",
-        "WindowShuffleMapDataset",
-        "WindowShuffleIterDataset",
-        "BlockStrideMapDataset",
-    }
-)
-_FIRST_PARENT = frozenset(
-    {"MixedMapDataset", "MixedIterDataset", "ConcatenateMapDataset", "SelectionMapDataset"}
-)
-_MAPS = frozenset(
-    {
-        "MapMapDataset",
-        "MapIterDataset",
-        "RandomMapMapDataset",
-        "RandomMapIterDataset",
-        "MapWithIndexMapDataset",
-        "MapWithIndexIterDataset",
-    }
-)
-_BATCHES = frozenset({"BatchMapDataset", "BatchIterDataset"})
-
-
 def _map_leaves(fn: Any, spec: Any) -> Any:
     if isinstance(spec, ShapeDtypeStructProtocol):
         return fn(spec)
@@ -99,14 +64,6 @@ def _map_leaves(fn: Any, spec: Any) -> Any:
     return fn(spec)
 
 
-def _grainlite_kind(ds: Any) -> str | None:
-    """The name of the grainlite node class ``ds`` is (or subclasses), if any."""
-    for cls in type(ds).__mro__:
-        if cls.__module__.startswith("grainlite."):
-            return cls.__name__
-    return None
-
-
 def _transform_name(transform: Any) -> str:
     return getattr(transform, "__name__", None) or type(transform).__name__
 
@@ -114,49 +71,61 @@ def _transform_name(transform: Any) -> str:
 def get_element_spec(ds: Any) -> Any:
     """The spec (a tree of ``ShapeDtypeStruct``) of ``ds``'s elements; reads no data.
 
-    Raises ``NotImplementedError`` for a node whose spec needs data (a source other than
-    ``range``, a flat map, packing) and ``ValueError`` for a map whose transform has no
-    ``output_spec``.
+    Asks the node's ``_element_spec`` (grainlite's nodes: one of the rules below). Raises
+    ``NotImplementedError`` for a node whose spec needs data (a source other than ``range``, a
+    flat map, packing) and ``ValueError`` for a map whose transform has no ``output_spec``.
     """
-    user_spec = getattr(type(ds), "_element_spec", None)
-    if user_spec is not None:
-        return ds._element_spec
-    kind = _grainlite_kind(ds)
-    if kind == "RangeMapDataset":
-        return ShapeDtypeStruct(shape=(), dtype=np.int64)
-    if kind in _PASS_THROUGH:
-        return get_element_spec(ds.parents[0])
-    if kind in _FIRST_PARENT:
-        return get_element_spec(ds.parents[0])
-    if kind in ("ZipMapDataset", "ZipIterDataset"):
-        return tuple(get_element_spec(parent) for parent in ds.parents)
-    if kind in _MAPS:
-        transform = ds._transform
-        output_spec = getattr(transform, "output_spec", None)
-        if output_spec is None:
-            name = _transform_name(transform)
-            raise MissingOutputSpecError(
-                f"Cannot infer element spec for transform {name} because it does not implement "
-                f"`output_spec` method. Implement `{name}.output_spec(self, input_spec)` "
-                "returning the tree of ShapeDtypeStruct of its output to enable element spec "
-                "inference."
-            )
-        return output_spec(get_element_spec(ds.parents[0]))
-    if kind in _BATCHES:
-        return _batch_spec(ds)
-    if kind == "RebatchIterDataset":  # the parent's batches with a new first axis
-        axis = ds._batch_size
-        return _map_leaves(
-            lambda s: ShapeDtypeStruct(shape=(axis, *tuple(s.shape)[1:]), dtype=s.dtype),
-            get_element_spec(ds.parents[0]),
+    if getattr(type(ds), "_element_spec", None) is None:
+        raise ElementSpecNotKnownError(
+            f"`element_spec` inference is not implemented for {type(ds).__name__}: its elements "
+            "are not known without reading them."
         )
-    raise ElementSpecNotKnownError(
-        f"`element_spec` inference is not implemented for {type(ds).__name__}: its elements "
-        "are not known without reading them."
+    return ds._element_spec
+
+
+def range_spec(ds: Any) -> ShapeDtypeStruct:
+    """``MapDataset.range``'s: an int64 scalar."""
+    return ShapeDtypeStruct(shape=(), dtype=np.int64)
+
+
+def first_parent_spec(ds: Any) -> Any:
+    """The first parent's spec: a node that reorders, repeats, cuts, prefetches, caches or
+    filters its parent's elements, or mixes, concatenates or selects parents like the first."""
+    return get_element_spec(ds.parents[0])
+
+
+def zip_spec(ds: Any) -> tuple[Any, ...]:
+    """``zip``'s: the tuple of its parents' specs."""
+    return tuple(get_element_spec(parent) for parent in ds.parents)
+
+
+def map_spec(ds: Any) -> Any:
+    """``map``, ``random_map`` and ``map_with_index``: the transform's
+    ``output_spec(input_spec)``."""
+    transform = ds._transform
+    output_spec = getattr(transform, "output_spec", None)
+    if output_spec is None:
+        name = _transform_name(transform)
+        raise MissingOutputSpecError(
+            f"Cannot infer element spec for transform {name} because it does not implement "
+            f"`output_spec` method. Implement `{name}.output_spec(self, input_spec)` "
+            "returning the tree of ShapeDtypeStruct of its output to enable element spec "
+            "inference."
+        )
+    return output_spec(get_element_spec(ds.parents[0]))
+
+
+def rebatch_spec(ds: Any) -> Any:
+    """``RebatchIterDataset``'s: the parent's batches with a new first axis."""
+    axis = ds._batch_size
+    return _map_leaves(
+        lambda s: ShapeDtypeStruct(shape=(axis, *tuple(s.shape)[1:]), dtype=s.dtype),
+        get_element_spec(ds.parents[0]),
     )
 
 
-def _batch_spec(ds: Any) -> Any:
+def batch_spec(ds: Any) -> Any:
+    """``batch``'s: a first axis added, or a custom ``batch_fn``'s ``output_spec``."""
     from grainlite.dataset.batch import stack
 
     parent_spec = get_element_spec(ds.parents[0])

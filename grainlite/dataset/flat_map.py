@@ -30,14 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.checks import int_option, invalid_state, is_int
+from grainlite.checks import int_option, invalid_state, is_int, state_int
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,
     MissingFanOutError,
-    shown,
 )
 
 
@@ -188,15 +187,14 @@ class FlatMapDatasetIterator(DatasetIterator):
         """``state``'s ``next_index_in_buffer``, if it is an int from 0 to the transform's
         ``max_fan_out`` (where it declares one); else a ValueError naming the field. Reads
         nothing (``mp_prefetch`` checks a worker's state with it in the parent)."""
-        position = state["next_index_in_buffer"]
-        if isinstance(position, bool) or not isinstance(position, int | np.integer):
-            raise _bad_buffer_index(f"must be an int, got {shown(position)}")
-        position = int(position)
-        if position < 0:
-            raise _bad_buffer_index(f"must be >= 0, got {position}")
+        position = state_int(
+            state["next_index_in_buffer"], "next_index_in_buffer", _bad_buffer_index, low=0
+        )
         fan_out = self._max_fan_out
         if fan_out is not None and position > fan_out:
-            raise _bad_buffer_index(f"{position} is beyond the transform's max_fan_out {fan_out}")
+            raise _bad_buffer_index(
+                f"next_index_in_buffer {position} is beyond the transform's max_fan_out {fan_out}"
+            )
         check_parent = getattr(self._parent, "check_state", None)
         if callable(check_parent):
             check_parent(state["parent"])
@@ -223,14 +221,15 @@ class FlatMapDatasetIterator(DatasetIterator):
             pieces = len(self._buffer)
             self._buffer, self._position = [], 0
             raise _bad_buffer_index(
-                f"{position} is beyond the {pieces} pieces of the element it points into"
+                f"next_index_in_buffer {position} is beyond the {pieces} pieces of the element it "
+                "points into"
             )
         self._position = position
 
 
 def _bad_buffer_index(what: str) -> GrainliteValueError:
     return invalid_state(
-        f"next_index_in_buffer {what}",
+        what,
         "Pass a state returned by get_state() of an iterator over the same pipeline (its "
         "flat_map must be deterministic).",
         subject="Invalid FlatMap iterator state",

@@ -20,6 +20,7 @@ import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.next_index import get_next_index, set_next_index
@@ -146,6 +147,8 @@ class _ElementwiseMapDataset(MapDataset):
 class MapMapDataset(_ElementwiseMapDataset):
     """``ds.map(f)``: ``f(parent[i])``; holes stay ``None``."""
 
+    _element_spec = property(element_spec.map_spec)
+
     _kind = "map"
 
     def __getitem__(self, index: Any) -> Any:
@@ -182,6 +185,8 @@ class MapMapDataset(_ElementwiseMapDataset):
 class FilterMapDataset(_ElementwiseMapDataset):
     """``ds.filter(f)``: ``parent[i]`` where ``f`` is true, else ``None`` (a hole)."""
 
+    _element_spec = property(element_spec.first_parent_spec)
+
     _kind = "filter"
     leaves_holes = True
     hole_maker_name = "MapDataset.filter"  # as Grain's errors name it
@@ -205,6 +210,8 @@ class FilterMapDataset(_ElementwiseMapDataset):
 
 class MapWithIndexMapDataset(_ElementwiseMapDataset):
     """``ds.map_with_index(f)``: ``f(i, parent[i])`` with the index ``i`` it was read at."""
+
+    _element_spec = property(element_spec.map_spec)
 
     _kind = "map_with_index"
 
@@ -232,6 +239,8 @@ class RandomMapMapDataset(_ElementwiseMapDataset):
     Raises:
       ValueError: at construction, when neither ``seed`` nor an upstream ``ds.seed(...)`` is set.
     """
+
+    _element_spec = property(element_spec.map_spec)
 
     _kind = "random_map"
 
@@ -273,6 +282,8 @@ class _ElementwiseIterDataset(IterDataset):
 class MapIterDataset(_ElementwiseIterDataset):
     """``ds.map(f)`` on a stream; the state is the parent's."""
 
+    _element_spec = property(element_spec.map_spec)
+
     one_to_one = True
 
     def __iter__(self) -> MapDatasetIterator:
@@ -281,6 +292,8 @@ class MapIterDataset(_ElementwiseIterDataset):
 
 class FilterIterDataset(_ElementwiseIterDataset):
     """``ds.filter(f)`` on a stream: skips elements where ``f`` is false; the parent's state."""
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     _kind = "filter"
 
@@ -294,6 +307,8 @@ class FilterIterDataset(_ElementwiseIterDataset):
 
 class MapWithIndexIterDataset(_ElementwiseIterDataset):
     """``ds.map_with_index(f)`` on a stream: ``f(k, element)`` for the ``k``-th element."""
+
+    _element_spec = property(element_spec.map_spec)
 
     _kind = "map_with_index"
     one_to_one = True
@@ -309,6 +324,8 @@ class RandomMapIterDataset(_ElementwiseIterDataset):
     ``k``-th element gets generator ``k * W + w``, as in Grain: the number of its place in the
     interleaved output. The state still counts the worker's own elements.
     """
+
+    _element_spec = property(element_spec.map_spec)
 
     _kind = "random_map"
     one_to_one = True

@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.select import check_map_datasets, gather
@@ -212,6 +213,8 @@ class MixedMapDataset(MapDataset):
       weights: one positive weight per input; ``None`` mixes them equally.
     """
 
+    _element_spec = property(element_spec.first_parent_spec)
+
     def __init__(self, datasets: Sequence[MapDataset], weights: Sequence[float] | None = None):
         parents = check_map_datasets(datasets, "mix")
         if not parents:
@@ -263,6 +266,8 @@ class MixedIterDataset(IterDataset):
       weights: one positive weight per input (a sequence, or a mapping by name); ``None`` mixes
         them equally.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
 
@@ -115,7 +116,8 @@ _CURRENT: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
 
 
 def pipeline_options(dataset: Any) -> DatasetOptions | None:
-    """The merged options of every ``WithOptionsIterDataset`` in ``dataset``'s pipeline.
+    """The merged options of every ``WithOptionsIterDataset`` in ``dataset``'s pipeline (a
+    node that sets options says so through its ``options_set_here``).
 
     Nodes are visited from ``dataset`` up through ``parents`` (depth first, each node's inputs
     in order, a node shared by two paths once); an option set by a node visited earlier wins,
@@ -131,8 +133,9 @@ def pipeline_options(dataset: Any) -> DatasetOptions | None:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, WithOptionsIterDataset):
-            merged = merged.merge(node.options) if merged is not None else node.options
+        own = getattr(node, "options_set_here", None)
+        if own is not None:
+            merged = merged.merge(own) if merged is not None else own
         if not getattr(node, "opens_inputs_while_reading", False):
             pending.extend(reversed(tuple(getattr(node, "parents", ()))))
     return merged
@@ -199,6 +202,8 @@ class WithOptionsIterDataset(IterDataset):
     """``parent``, with ``options`` in force for every iterator of the pipeline it is part of
     (see :func:`pipeline_options` for which options win)."""
 
+    _element_spec = property(element_spec.first_parent_spec)
+
     def __init__(self, parent: IterDataset, options: DatasetOptions) -> None:
         if not isinstance(options, DatasetOptions):
             raise GrainliteTypeError(
@@ -207,6 +212,11 @@ class WithOptionsIterDataset(IterDataset):
             )
         super().__init__(parent)
         self.options = options
+
+    @property
+    def options_set_here(self) -> DatasetOptions:
+        """The options this node puts in force (asked by :func:`pipeline_options`)."""
+        return self.options
 
     def __iter__(self) -> DatasetIterator:
         # The pipeline's options, these included, are in force (pipeline_scope).

@@ -61,7 +61,6 @@ from grainlite.cpus import usable_cpu_count
 from grainlite.options import READ_POLICY
 
 _FIRST_BLOCK = 1
-_MAX_BLOCK = 256
 # Blocks double while a read takes less than this, and halve when it takes more than
 # _SHRINK_S: cheap elements (small records) are read 256 at a time, costly ones (a batch of
 # decoded images) one or two at a time, so the first element comes quickly and a block never
@@ -436,7 +435,7 @@ class BlockReader:
         ``count`` elements (``first`` the first) that took ``read`` seconds to read (ending at
         ``end``), ``cpu`` seconds of CPU and ``waited`` seconds waiting for a CPU."""
         if read < _GROW_S:
-            self._size = min(_MAX_BLOCK, self._size * 2)
+            self._size = min(READ_POLICY.max_block, self._size * 2)
         elif read > _SHRINK_S:
             self._size = max(1, self._size // 2)
         if self._timing:
@@ -475,7 +474,9 @@ class BlockReader:
         ``_READ_AHEAD_BYTES`` and two blocks per thread in flight (``whole_buffer``: as many
         blocks as the first two bounds allow)."""
         in_flight = min(self._buffer, _read_ahead_bytes // max(1, self._element_bytes))
-        self._block = max(1, min(self._size, self._buffer // threads, in_flight))
+        self._block = READ_POLICY.threaded_block(
+            self._buffer, threads, at_most=min(self._size, in_flight)
+        )
         blocks = in_flight // self._block
         self._depth = max(1, blocks if whole_buffer else min(blocks, 2 * threads))
         self._pool = _DaemonPool(min(threads, self._depth), "grainlite-to-iter")

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite.checks import int_option
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems, wrapped_keys
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import GrainliteValueError
@@ -38,6 +39,8 @@ class RepeatMapDataset(MapDataset):
         ``num_epochs`` (Grain's rule).
       TypeError: ``num_epochs`` is not an int.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(
         self,
@@ -102,6 +105,8 @@ class RepeatIterDataset(IterDataset):
       parent: the stream to repeat.
       num_epochs: a positive int, or None to repeat endlessly.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: IterDataset, num_epochs: int | None = None) -> None:
         super().__init__(parent)

@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.checks import int_option
+from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import (
-    GrainliteTypeError,
     GrainliteValueError,
     NegativeRngIndexError,
     shown,
@@ -39,16 +40,13 @@ from grainlite.errors import (
 
 def check_seed(seed: Any, where: str) -> int:
     """``seed`` as a non-negative int, or Grain's error type naming ``where`` it was passed."""
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise GrainliteTypeError(
-            f"{where} seed must be an int (got {seed!r} of type {type(seed).__name__}); pass a "
-            "non-negative integer, e.g. 42."
-        )
-    if seed < 0:
-        raise GrainliteValueError(
-            f"{where} seed must be a non-negative int (got {seed}); pass an integer >= 0."
-        )
-    return operator.index(seed)
+    return int_option(
+        seed,
+        0,
+        wrong_type=f"{where} seed must be an int (got {{value}} of type {{type}}); pass a "
+        "non-negative integer, e.g. 42.",
+        too_small=f"{where} seed must be a non-negative int (got {{value}}); pass an integer >= 0.",
+    )
 
 
 def _seed_pairs(ds: Any) -> list[tuple[int, int]]:
@@ -207,6 +205,8 @@ class RngPool:
 class WithSeedMapDataset(MapDataset):
     """``ds.seed(s)`` on a ``MapDataset``: the same elements; sets the seed of the nodes below."""
 
+    _element_spec = property(element_spec.first_parent_spec)
+
     def __init__(self, parent: MapDataset, seed: int) -> None:
         super().__init__(parent)
         self._seed_override = check_seed(seed, "ds.seed(...)")
@@ -232,6 +232,8 @@ class WithSeedMapDataset(MapDataset):
 
 class WithSeedIterDataset(IterDataset):
     """``ds.seed(s)`` on an ``IterDataset``: iterates the parent itself (its state unchanged)."""
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: IterDataset, seed: int) -> None:
         super().__init__(parent)

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset._util import as_index, parent_getitems
+from grainlite.dataset import element_spec
+from grainlite.dataset._util import as_index, empty_read, parent_getitems
 from grainlite.dataset.base import MapDataset
 from grainlite.errors import (
     GrainliteTypeError,
@@ -81,6 +82,8 @@ class ConcatenateMapDataset(MapDataset):
       datasets: the ``MapDataset`` inputs (empty ones contribute nothing).
     """
 
+    _element_spec = property(element_spec.first_parent_spec)
+
     def __init__(self, datasets: Sequence[MapDataset]) -> None:
         super().__init__(check_map_datasets(datasets, "concatenate"))
         self._starts = [0, *itertools.accumulate(len(parent) for parent in self._parents)]
@@ -91,9 +94,11 @@ class ConcatenateMapDataset(MapDataset):
 
     def _check_not_empty(self, index: Any) -> None:
         if self._length == 0:
-            raise ZeroDivisionError(
-                f"ConcatenateMapDataset index {index!r} cannot be read: every input is empty "
-                "(total length 0); concatenate at least one non-empty dataset."
+            raise empty_read(
+                "ConcatenateMapDataset",
+                index,
+                "every input is empty (total length 0); concatenate at least one non-empty "
+                "dataset.",
             )
 
     def __getitem__(self, index: Any) -> Any:
@@ -128,6 +133,8 @@ class SelectionMapDataset(MapDataset):
       selection_map: ``len(selection_map)`` is the length; ``selection_map[i]`` is
         ``(dataset index, index in that dataset)``.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, datasets: Sequence[MapDataset], selection_map: Any) -> None:
         super().__init__(check_map_datasets(datasets, "select_from_datasets"))

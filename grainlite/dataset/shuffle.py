@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset
 from grainlite.dataset.map import parent_stream
@@ -37,6 +38,8 @@ class ShuffleMapDataset(MapDataset):
     Raises:
       ValueError: no seed at all, or one outside ``[0, 2**32 - 1]`` (Grain's rule).
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     reshuffles_each_epoch = True
 

@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import MapDataset, map_lineage
 from grainlite.dataset.map import parent_stream
 from grainlite.errors import GrainliteValueError, shown
+
+if TYPE_CHECKING:
+    from grainlite.dataset.batch import BatchMapDataset
 
 _INT64_SAFE = 2**62
 
@@ -49,6 +53,8 @@ class SliceMapDataset(MapDataset):
       ValueError: ``sl`` is not a slice (Grain's type), or its step is zero.
     """
 
+    _element_spec = property(element_spec.first_parent_spec)
+
     def __init__(self, parent: MapDataset, sl: builtins.slice) -> None:
         if not isinstance(sl, builtins.slice):
             raise GrainliteValueError(
@@ -63,6 +69,11 @@ class SliceMapDataset(MapDataset):
 
     def __len__(self) -> int:
         return len(self._range)
+
+    def batch_returned_as_is(self) -> BatchMapDataset | None:
+        """The parent's: a view returns its parent's elements as they are (grainlite's own node;
+        a subclass may change them)."""
+        return self._parent.batch_returned_as_is() if type(self) is SliceMapDataset else None
 
     def _wraps(self) -> bool:
         wraps = self._wrap_within
@@ -122,6 +133,8 @@ class BlockStrideMapDataset(MapDataset):
     Worker ``first`` of ``stride`` of ``mp_prefetch`` reads these under its batch rule
     (google/grain#1129, :mod:`grainlite.dataset.mp.slicing`).
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: MapDataset, block: int, first: int, stride: int) -> None:
         super().__init__(parent)

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset._util import as_index, wrapped_keys
+from grainlite.dataset import element_spec
+from grainlite.dataset._util import as_index, empty_read, wrapped_keys
 from grainlite.dataset.base import MapDataset
 from grainlite.engine.packed_records import PicklesRecordsPacked
 from grainlite.errors import NotSequentialSliceError
@@ -84,9 +85,11 @@ class SourceMapDataset(PicklesRecordsPacked, MapDataset):
             return self.slice(index)
         length = len(self._source)
         if length == 0:
-            raise ZeroDivisionError(
-                f"SourceMapDataset index {index!r} cannot be read: the source is empty (len 0); "
-                "build the dataset over a source with at least one record."
+            raise empty_read(
+                "SourceMapDataset",
+                index,
+                "the source is empty (len 0); build the dataset over a source with at least "
+                "one record.",
             )
         return self._source[as_index(index, "SourceMapDataset") % length]
 
@@ -130,6 +133,8 @@ class RangeMapDataset(MapDataset[int]):
     rejects what Python's ``range`` rejects (a zero step, non-integers) with the same error types.
     """
 
+    _element_spec = property(element_spec.range_spec)
+
     def __init__(self, start: int, stop: int | None = None, step: int = 1) -> None:
         super().__init__()
         self._range = range(start) if stop is None else range(start, stop, step)
@@ -143,9 +148,10 @@ class RangeMapDataset(MapDataset[int]):
             return self.slice(index)
         length = len(self._range)
         if length == 0:
-            raise ZeroDivisionError(
-                f"RangeMapDataset index {index!r} cannot be read: {self._range} is empty; "
-                "pass a range with at least one integer."
+            raise empty_read(
+                "RangeMapDataset",
+                index,
+                f"{self._range} is empty; pass a range with at least one integer.",
             )
         return self._range[as_index(index, "RangeMapDataset") % length]
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 import builtins
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grainlite.checks import int_option, template_filled
-from grainlite.dataset import stopping
+from grainlite.dataset import element_spec, stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.map import parent_stream
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
@@ -39,6 +39,9 @@ from grainlite.errors import (
 )
 from grainlite.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
+
+if TYPE_CHECKING:
+    from grainlite.dataset.batch import BatchMapDataset
 
 
 def _chain(dataset: Any) -> list[Any]:
@@ -100,6 +103,8 @@ class PrefetchIterDataset(IterDataset):
     positions within that share, as Grain's workers do.
     """
 
+    _element_spec = property(element_spec.first_parent_spec)
+
     def __init__(
         self, parent: MapDataset, *, read_options: Any = None, allow_nones: bool = False
     ) -> None:
@@ -116,6 +121,14 @@ class PrefetchIterDataset(IterDataset):
     def allow_nones(self) -> bool:
         """Whether the iterators yield ``None`` holes instead of skipping them."""
         return self._allow_nones
+
+    def map_batch_read_last(self) -> BatchMapDataset | None:
+        """The parent's :meth:`~grainlite.dataset.base.MapDataset.batch_returned_as_is`: this
+        node hands out the elements it reads as they are (grainlite's own node; a subclass may
+        change them)."""
+        if type(self) is not PrefetchIterDataset:
+            return None
+        return self._parent.batch_returned_as_is()
 
     def set_slice(self, sl: builtins.slice, sequential_slice: bool = False) -> None:
         """Grain's in-place slicing hook: from now on this node reads ``parent.slice(sl)``.
@@ -240,19 +253,26 @@ class PrefetchDatasetIterator(DatasetIterator):
         (the iterator is open, the dataset not at its end, the reader made and started)."""
         self._base += self._end
         self._buf, self._end, self._pos, self._fast_end = [], 0, 0, 0
+        block = self._read_block(reader)  # its next element, or what follows an error in it
+        end = len(block)
+        self._buf, self._end = block, end
+        self._fast_end = end if self._check is None else self._fast_end_now()
+
+    def _read_block(self, reader: BlockReader) -> list[Any]:
+        """The reader's next block, its read timed into this stage's stats. An element that
+        failed to read is raised at its place (the next read goes on after it); any other
+        exception stops the reader."""
         begin = clock()
         try:
-            block = reader.next_block()  # its next element, or what follows an error in it
-        except ElementReadError as failed:  # one element: raised at its place, the read goes on
+            block = reader.next_block()
+        except ElementReadError as failed:
             self._base += 1
             raise failed.error from None
         except BaseException:
             self._stop_reader()
             raise
-        end = len(block)
-        self._stats_stage.add(clock() - begin, end, end)
-        self._buf, self._end = block, end
-        self._fast_end = end if self._check is None else self._fast_end_now()
+        self._stats_stage.add(clock() - begin, len(block), len(block))
+        return block
 
     def _close_window(self, check: FilterRatioCheck) -> None:
         """Checks the window of elements just read (warns or raises, as Grain's filter check
@@ -298,16 +318,7 @@ class PrefetchDatasetIterator(DatasetIterator):
             self._finalizer = weakref.finalize(self, self._reader.close)
         counters = self._stats_counters
         counters.start()
-        begin = clock()
-        try:
-            block = self._reader.next_block()
-        except ElementReadError as failed:  # one element: raised at its place, the read goes on
-            self._base += 1
-            raise failed.error from None
-        except BaseException:
-            self._stop_reader()
-            raise
-        self._stats_stage.add(clock() - begin, len(block), len(block))
+        block = self._read_block(self._reader)
         if not counters.first_ns:
             counters.first_element()
         self._buf, self._end = block, len(block)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from grainlite.checks import invalid_state
-from grainlite.errors import GrainliteValueError, shown
+from grainlite.checks import invalid_state, state_int
+from grainlite.errors import GrainliteValueError
 
 HOST = "host_state"
 RECEIVED = "batches_received"
@@ -50,12 +50,11 @@ def decode(state: Any, host_takes_bytes: bool) -> tuple[Any, int]:
             f"{HOST!r} and {RECEIVED!r}, as get_state() of a device iterator returns. To start "
             f"from a host iterator's state, call host.set_state(state) before device_put(host)."
         )
-    received = parsed[RECEIVED]
-    if isinstance(received, bool) or not isinstance(received, int) or received < 0:
-        raise invalid_state(
-            f"Invalid device iterator state: {RECEIVED} must be an int >= 0, got {shown(received)}",
-            _FIX,
-            subject=None,
-        )
+    received = state_int(
+        parsed[RECEIVED],
+        f"Invalid device iterator state: {RECEIVED}",
+        lambda what: invalid_state(what, _FIX, subject=None),
+        low=0,
+    )
     host_state = parsed[HOST]
     return (json.dumps(host_state).encode() if host_takes_bytes else host_state), received

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.checks import state_int
 from grainlite.errors import shown
 
 
@@ -49,12 +50,6 @@ def encode_interleave(
         "exhausted": [int(flag) for flag in position.exhausted],
         "future_states": {},
     }
-
-
-def _int(value: Any, where: str, bad: Callable[[str], Exception]) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise bad(f"{where} must be an int, got {shown(value)}")
-    return value
 
 
 def decode_interleave(
@@ -86,8 +81,8 @@ def decode_interleave(
     flags = document.get("exhausted", [0] * workers)
     if not isinstance(flags, list) or len(flags) != workers:
         raise bad(f"exhausted must be a list of {workers} flags, got {shown(flags)}")
-    exhausted = [bool(_int(flag, "exhausted", bad)) for flag in flags]
-    next_worker = _int(document.get("next_index_in_cycle"), "next_index_in_cycle", bad)
+    exhausted = [bool(state_int(flag, "exhausted", bad)) for flag in flags]
+    next_worker = state_int(document.get("next_index_in_cycle"), "next_index_in_cycle", bad)
     if not 0 <= next_worker < workers:
         raise bad(f"next_index_in_cycle must be in [0, {workers - 1}], got {next_worker}")
     return IteratorPosition(states, next_worker, exhausted)

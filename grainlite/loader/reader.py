@@ -34,7 +34,6 @@ from grainlite.options import READ_POLICY, ReadOptions
 from grainlite.sources.protocol import read_many
 from grainlite.stats.counters import StageCounter, clock
 
-_MAX_CHUNK = 256
 _FIRST_CHUNK = 8
 # Record keys are computed this many positions at a time (one sampler call costs about as much
 # for 4096 positions as for 256), and chunks are cut from them.
@@ -140,11 +139,12 @@ class RecordReader:
         self._pool: ThreadPoolExecutor | None = None
         self._pending: collections.deque[tuple[int, Future[Chunk]]] = collections.deque()
         if options.synchronous:
-            self._chunk = _MAX_CHUNK
+            self._chunk = READ_POLICY.max_block
             self._depth = 0  # never leaves the consuming thread
         else:
-            per_thread = options.prefetch_buffer_size // options.num_threads
-            self._chunk = max(1, min(_MAX_CHUNK, per_thread))
+            self._chunk = READ_POLICY.threaded_block(
+                options.prefetch_buffer_size, options.num_threads
+            )
             self._depth = max(1, options.prefetch_buffer_size // self._chunk)
 
     def __iter__(self) -> Iterator[Chunk]:
@@ -184,7 +184,7 @@ class RecordReader:
                 per_record.append(read / len(chunk[1]) / 1e9)  # clock() counts nanoseconds
                 shares.append(read / max(read + other, 1e-9))
             first_chunk = False
-            size = min(_MAX_CHUNK, size * 2)
+            size = min(READ_POLICY.max_block, size * 2)
 
     def _submit(self) -> None:
         assert self._pool is not None

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from grainlite.checks import int_option
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.shm.segments import Segment, unlink
 
@@ -95,12 +96,11 @@ class _AsyncDel:
 
 
 def _check_positive(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise GrainliteValueError(
-            f"SharedMemoryArray.enable_async_del {name} must be a positive int (got {value!r}); "
-            f"pass 1 or more."
-        )
-    return value
+    message = (
+        f"SharedMemoryArray.enable_async_del {name} must be a positive int (got {{value}}); "
+        "pass 1 or more."
+    )
+    return int_option(value, 1, message, message, wrong_type_error=GrainliteValueError)
 
 
 def _release(segment: Segment, ownership: _Ownership) -> None:

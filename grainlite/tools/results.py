@@ -23,7 +23,13 @@ import numpy as np
 
 from grainlite._optional import require
 from grainlite.errors import GrainliteValueError
-from grainlite.tools.visualize import _as_array, _displayable, _label_text, _split
+from grainlite.tools.visualize import (
+    _as_array,
+    _checked_max_images,
+    _displayable,
+    _label_text,
+    _split,
+)
 
 _RIGHT, _WRONG = "#1a7f37", "#cf222e"
 
@@ -76,10 +82,7 @@ def show_results(
       GrainliteValueError: ``predictions`` does not hold one prediction per image, or
         ``max_images`` is not positive (and every error of ``show_batch`` about the batch).
     """
-    if isinstance(max_images, bool) or not isinstance(max_images, int) or max_images < 1:
-        raise GrainliteValueError(
-            f"max_images must be a positive int, got {max_images!r}; pass max_images=N, N >= 1."
-        )
+    max_images = _checked_max_images(max_images)
     images, targets = _split(batch, image_key, label_key)
     predicted = np.asarray(_as_array(predictions))
     if predicted.ndim == 0 or predicted.shape[0] != len(images):

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from grainlite._optional import require
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.checks import is_int
+from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
 
 _CHANNELS = (1, 3, 4)
 _LABEL_KEYS = ("label", "labels")
@@ -207,6 +208,17 @@ def _label_text(labels: Any, i: int, label_names: Sequence[str] | None) -> str:
     return str(label)
 
 
+def _checked_max_images(max_images: Any) -> int:
+    """``max_images`` as an ``int`` if it is a positive integer (:func:`grainlite.checks.is_int`);
+    else the error both ``show_batch`` and ``show_results`` give."""
+    if not is_int(max_images) or max_images < 1:
+        raise GrainliteValueError(
+            f"max_images must be a positive int, got {shown(max_images)}; pass max_images=N, "
+            "N >= 1."
+        )
+    return int(max_images)
+
+
 def show_batch(
     batch_or_loader: Any,
     path: str | os.PathLike[str],
@@ -242,10 +254,7 @@ def show_batch(
       GrainliteTypeError: the batch is not a dict, tuple, list or array, or the images are not
         numeric.
     """
-    if isinstance(max_images, bool) or not isinstance(max_images, int) or max_images < 1:
-        raise GrainliteValueError(
-            f"max_images must be a positive int, got {max_images!r}; pass max_images=N, N >= 1."
-        )
+    max_images = _checked_max_images(max_images)
     batch = batch_or_loader
     if not isinstance(batch, _BATCH_TYPES) and not hasattr(batch, "__array__"):
         if not hasattr(batch, "__iter__"):

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from grainlite.checks import int_option
 from grainlite.engine.producer import value_of
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.loader.arguments import (
@@ -152,11 +153,11 @@ class TorchDataLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration epoch ``epoch``; a no-op if it would be that epoch anyway."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise GrainliteValueError(
-                f"set_epoch: epoch must be an int >= 0, got {epoch!r}; pass the epoch number "
-                f"(0 for the first)."
-            )
+        message = (
+            "set_epoch: epoch must be an int >= 0, got {value}; pass the epoch number (0 for "
+            "the first)."
+        )
+        epoch = int_option(epoch, 0, message, message, wrong_type_error=GrainliteValueError)
         if epoch != self._next_epoch():
             self._pending = (epoch, 0, None)
 

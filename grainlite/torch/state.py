@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from grainlite.checks import invalid_state
+from grainlite.checks import invalid_state, state_int
 from grainlite.errors import GrainliteValueError, shown
 
 FORMAT = "grainlite.torch/1"
@@ -58,10 +58,7 @@ def _bad(what: str) -> GrainliteValueError:
 
 
 def _non_negative(document: dict[str, Any], field: str) -> int:
-    value = document[field]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _bad(f"{field!r} must be an int >= 0, got {shown(value)}")
-    return value
+    return state_int(document[field], repr(field), _bad, low=0)
 
 
 def from_dict(document: Any) -> LoaderState:

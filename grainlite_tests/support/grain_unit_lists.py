@@ -90,9 +90,6 @@ LEFT_OUT: dict[str, str] = {
     "data_loader_test::CopyNumPyArrayToSharedMemoryTest": "Grain's private CopyNumPyArrayToSharedMemory",
     "filter_test::FilterValidatorTest": "Grain's private FilterThresholdChecker",
     "map_test::RngPoolTest::test_reset_rng_state": "Grain's private _reset_rng_state",
-    "map_test::*::test_*element_spec*": (
-        "reads the private ds._element_spec (public get_element_spec: test_dataset_grain_extras.py)"
-    ),
     "process_prefetch_test::ProcessPrefetchIterDatasetTest::test_parent_dataset_modifies_state": (
         "the state format and buffer_size check of Grain's private ProcessPrefetchIterDataset"
     ),

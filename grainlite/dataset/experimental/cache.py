@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.errors import GrainliteValueError, shown
 
 
 class CacheIterDataset(IterDataset):
     """Caches the elements of ``parent`` in memory once an iterator has read all of them."""
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: IterDataset) -> None:
         super().__init__(parent)

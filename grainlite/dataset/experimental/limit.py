@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from grainlite.checks import int_option
+from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.next_index import set_next_index
 
@@ -20,6 +21,8 @@ class LimitIterDataset(IterDataset):
       parent: the stream to cut.
       count: how many elements to keep, a positive int.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: IterDataset, count: int) -> None:
         super().__init__(parent)

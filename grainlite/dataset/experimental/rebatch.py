@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from grainlite import tree
+from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.transforms.batch import make_batch, validate_batch_size
@@ -95,6 +96,8 @@ class RebatchIterDataset(IterDataset):
       batch_size: rows per output batch, a positive int.
       drop_remainder: leave out the last batch when it is short.
     """
+
+    _element_spec = property(element_spec.rebatch_spec)
 
     def __init__(self, parent: IterDataset, batch_size: int, drop_remainder: bool = False) -> None:
         super().__init__(parent)

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grainlite.checks import int_option
+from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.experimental.interleave import InterleaveIterDataset
 from grainlite.dataset.mp.slicing import (
@@ -68,6 +69,8 @@ class ThreadPrefetchIterDataset(IterDataset):
       parent: the stream to read ahead.
       prefetch_buffer_size: elements read ahead; 0 reads in the consuming thread.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: IterDataset, *, prefetch_buffer_size: int) -> None:
         super().__init__(parent)

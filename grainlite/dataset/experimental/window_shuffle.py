@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.checks import int_option
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.seed import node_seed
@@ -54,6 +55,8 @@ class WindowShuffleMapDataset(MapDataset):
       window_size: elements per window, a positive int.
       seed: a non-negative int; None takes the default seed of an upstream ``ds.seed(...)``.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: MapDataset, *, window_size: int, seed: int | None = None) -> None:
         super().__init__(parent)
@@ -100,6 +103,8 @@ class WindowShuffleIterDataset(IterDataset):
       window_size: elements per window, a positive int (memory holds one window).
       seed: a non-negative int; None takes the default seed of an upstream ``ds.seed(...)``.
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     def __init__(self, parent: IterDataset, *, window_size: int, seed: int | None = None) -> None:
         super().__init__(parent)

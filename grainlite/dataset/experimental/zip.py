@@ -15,6 +15,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
+from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.errors import GrainliteValueError
@@ -29,6 +30,8 @@ class ZipMapDataset(MapDataset):
     Raises:
       ValueError: the parents' lengths differ.
     """
+
+    _element_spec = property(element_spec.zip_spec)
 
     def __init__(self, parents: Sequence[MapDataset]) -> None:
         super().__init__(list(parents))
@@ -63,6 +66,8 @@ class ZipIterDataset(IterDataset):
       parents: the streams to zip.
       strict: raise ValueError when the parents have different lengths (Python's ``zip`` rule).
     """
+
+    _element_spec = property(element_spec.zip_spec)
 
     def __init__(self, parents: Sequence[IterDataset], *, strict: bool = True) -> None:
         super().__init__(list(parents))

@@ -88,7 +88,7 @@ class DatasetPipeline(PipelineBase):
         last (:class:`_RowsLater`); both with the default batch function."""
         if getattr(self.dataset, "fills_shared_memory", False):
             return True
-        return _map_batch_read_last(self.dataset) is not None
+        return self.dataset.map_batch_read_last() is not None
 
     def pickled(self) -> bytes:
         """The pipeline, cloudpickled for the workers (once; the error says what cannot travel)."""
@@ -288,23 +288,9 @@ def _stack_later(values: list[Any]) -> Any:
     return batching.stack(values)
 
 
-def _map_batch_read_last(dataset: IterDataset) -> Any:
-    """The default ``MapDataset.batch`` that ``dataset`` (a ``to_iter_dataset()``) reads
-    directly, through slices only, so nothing sees its batches before they are sent; else None."""
-    from grainlite.dataset import slice as slicing
-    from grainlite.dataset import to_iter
-
-    if type(dataset) is not to_iter.PrefetchIterDataset:
-        return None
-    node = dataset._parent
-    while type(node) is slicing.SliceMapDataset:
-        node = node._parent
-    return node if getattr(node, "fills_shared_memory", False) else None
-
-
 def _fill_rows_when_sent(dataset: IterDataset) -> None:
-    """Makes the batch of :func:`_map_batch_read_last`, if any, batch with
-    :func:`_stack_later`: its rows are filled in shared memory when it is sent."""
-    node = _map_batch_read_last(dataset)
+    """Makes the batch ``dataset`` reads last (:meth:`IterDataset.map_batch_read_last`), if any,
+    batch with :func:`_stack_later`: its rows are filled in shared memory when it is sent."""
+    node = dataset.map_batch_read_last()
     if node is not None:
         node.stack_with(_stack_later)

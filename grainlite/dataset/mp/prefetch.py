@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grainlite.checks import int_option
+from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.dataset.mp.pipeline import DatasetPipeline
 from grainlite.dataset.mp.slicing import check_sliceable, drops_a_partial_batch_per_worker
@@ -92,6 +93,8 @@ class MultiprocessPrefetchIterDataset(IterDataset):
         ``grainlite.ray.RayWorkers(num_workers=N)`` for Ray actors (it sets the worker count;
         ``multiprocessing_options`` then gives only the buffer size).
     """
+
+    _element_spec = property(element_spec.first_parent_spec)
 
     # As in Grain, a ds.seed(...) below the workers does not reach random nodes after them.
     hides_upstream_seeds = True

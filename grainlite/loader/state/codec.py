@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.checks import state_int
 from grainlite.engine.position import IteratorPosition, decode_interleave, encode_interleave
 from grainlite.errors import SHOWN_CHARS, CheckpointMismatchError, StateNotJSONError, shown
 from grainlite.loader.state import holes_field as pending_field
@@ -179,24 +180,17 @@ def _load(state: bytes | str) -> Any:
         raise bad(f"it holds a value that cannot be read ({error})") from None
 
 
-def _int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise bad(f"{where} must be an integer, got {shown(value)}")
-    return value
+def _int(value: Any, where: str, low: int | None = None) -> int:
+    return state_int(value, where, bad, low=low, kind="an integer")
 
 
 def _nested_from_json(node: Any, where: str) -> Any:
     if not isinstance(node, dict):
         raise bad(f"{where} must be a JSON object, got {shown(node)}")
     if set(node) == {"next_index"}:
-        count = _int(node["next_index"], f"{where}.next_index")
-        if count < 0:
-            raise bad(f"{where}.next_index must be >= 0, got {count}")
-        return count
+        return _int(node["next_index"], f"{where}.next_index", low=0)
     if set(node) == {"parent", "next_index_in_buffer"}:
-        taken = _int(node["next_index_in_buffer"], f"{where}.next_index_in_buffer")
-        if taken < 0:
-            raise bad(f"{where}.next_index_in_buffer must be >= 0, got {taken}")
+        taken = _int(node["next_index_in_buffer"], f"{where}.next_index_in_buffer", low=0)
         return (_nested_from_json(node["parent"], f"{where}.parent"), taken)
     raise bad(f"{where} has keys {sorted(node)}, expected a FlatMapTransform pipeline's state")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.checks import state_int
 from grainlite.errors import shown
 from grainlite.loader.state.worker_state import Plan, WorkerState, bad
 
@@ -44,9 +45,7 @@ class Pending:
 
 
 def _int(value: Any, where: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise bad(f"{FIELD}: {where} must be an integer >= {low}, got {shown(value)}")
-    return value
+    return state_int(value, f"{FIELD}: {where}", bad, low=low, kind="an integer")
 
 
 def _skips(value: Any, levels: int, where: str) -> tuple[int, ...]:
