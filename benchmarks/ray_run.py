@@ -1,7 +1,7 @@
 """Ray workers against local worker processes at the same worker count: the overhead, as a ratio.
 
 ``python -m benchmarks.ray_run [--workloads images,small] [--workers 2] [--repeats 5]
-[--images 20000] [--small 200000] [--warmup 160] [--seconds 8] [--verbose]``
+[--images 20000] [--small 200000] [--warmup 160] [--seconds 8] [--data-dir DIR] [--verbose]``
 
 For each workload of :mod:`benchmarks.workloads` (its records, transform and batch size, a
 grainlite DataLoader over the ArrayRecord file, shuffled, epochs repeating), the same loader runs
@@ -151,6 +151,7 @@ def main() -> None:
         "--warmup", type=int, default=160, help="batches read before measuring, per run"
     )
     parser.add_argument("--seconds", type=float, default=8.0, help="measured, per run")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--verbose", action="store_true", help="print every pair too")
     args = parser.parse_args()
     import ray
@@ -163,7 +164,7 @@ def main() -> None:
     try:
         for workload in args.workloads.split(","):
             records = args.images if workload == "images" else args.small
-            path = ensure_data(DEFAULT_DATA_DIR, WORKLOADS[workload], records, SEED)
+            path = ensure_data(args.data_dir, WORKLOADS[workload], records, SEED)
             measure(workload, path, records, args.workers, True, 0, 1.0)  # Ray's first actors
             pairs: list[tuple[Run, Run]] = []
             for repeat in range(args.repeats):
