@@ -1,20 +1,30 @@
 """Ray workers against local worker processes at the same worker count: the overhead, as a ratio.
 
 ``python -m benchmarks.ray_run [--workloads images,small] [--workers 2] [--repeats 5]
-[--images 20000] [--small 200000] [--seconds 8] [--verbose]``
+[--images 20000] [--small 200000] [--warmup 160] [--seconds 8] [--data-dir DIR] [--verbose]``
 
 For each workload of :mod:`benchmarks.workloads` (its records, transform and batch size, a
-grainlite DataLoader over the ArrayRecord file), the same loader runs with ``worker_count=W``
-(local processes) and with ``backend=RayWorkers(num_workers=W)`` on a local Ray instance started
-here (``ray.init(num_cpus=W + 1)``), in ``--repeats`` pairs, the order within a pair
-alternating. Each run reports the time to the first batch (start-up: processes or actors), the
-records per second after it (the steady rate, for at most ``--seconds`` and 90% of the
-``images`` records, so the workers are still running when they are read) and the CPU time per
-batch of this process, of the workers (``/proc``: the worker processes or the actors) and of
-Ray's own processes (raylet with the object store, GCS; idle during local runs). The ratio is
-the median over the pairs of Ray's steady rate over the local one's (1.0: no overhead); on a
-machine that other work also loads, the CPU per batch is the steadier measure. Nothing here is
-asserted: the numbers are printed as Markdown.
+grainlite DataLoader over the ArrayRecord file, shuffled, epochs repeating), the same loader runs
+with ``worker_count=W`` (local processes) and with ``backend=RayWorkers(num_workers=W)`` on a
+local Ray instance started here (``ray.init(num_cpus=W + 1)``), in ``--repeats`` pairs, the order
+within a pair alternating. Each run reports the time to the first batch (start-up: processes or
+actors), then reads ``--warmup`` batches unmeasured and measures the next ``--seconds``: the
+records per second and the CPU time per batch of this process, of the workers (``/proc``: the
+worker processes or the actors) and of Ray's own processes (raylet with the object store, GCS;
+idle during local runs).
+
+The warm-up is the steady state's price of entry, paid once per worker: a new actor's first
+writes into each page of the object store fault that page into its address space (thousands of
+page faults per ``images`` batch over the actors' first hundred batches or so, then a few
+dozen), and local workers create and first touch their shared-memory slabs. A long training run
+pays it once; a short measurement that includes it measures mostly it.
+
+Two ratios, Ray over local (1.0: no overhead): the median over the pairs of the steady rates,
+and the CPU ratio, local CPU per batch (all processes) over Ray's. When this loader keeps every
+core busy (W workers on about W cores, as here), the rate follows the CPU per batch and the two
+ratios agree; on a machine that other work also loads, the rates move with that work and the CPU
+per batch much less. The load average before and
+after is printed with the table. Nothing here is asserted: the numbers are printed as Markdown.
 """
 
 from __future__ import annotations
@@ -39,7 +49,9 @@ def loader(workload: str, path: Path, records: int, workers: int, on_ray: bool) 
 
     spec = WORKLOADS[workload]
     transform = AugmentImage() if workload == "images" else ParseSmall()
-    sampler = grain.IndexSampler(records, grain.NoSharding(), shuffle=True, num_epochs=1, seed=SEED)
+    sampler = grain.IndexSampler(
+        records, grain.NoSharding(), shuffle=True, num_epochs=None, seed=SEED
+    )
     backend = RayWorkers(num_workers=workers) if on_ray else None
     return grain.DataLoader(
         data_source=grain.ArrayRecordDataSource(str(path)),
@@ -86,36 +98,46 @@ def ray_system_pids() -> list[int]:
 
 class Run(NamedTuple):
     start: float  # seconds to the first batch
-    rate: float  # records per second after it
+    rate: float  # records per second after the warm-up
     parent: float  # CPU ms per batch in this process (all its threads, Ray's included)
     workers: float  # CPU ms per batch in the worker processes or actors
     system: float  # CPU ms per batch in Ray's own processes (raylet and object store, GCS)
 
+    @property
+    def cpu(self) -> float:
+        """CPU ms per batch in all the processes that make and deliver a batch."""
+        return self.parent + self.workers + self.system
 
-def measure(workload: str, path: Path, records: int, workers: int, on_ray: bool, seconds: float):
-    """One run: start-up time, the steady rate and CPU per batch after the first batch."""
+
+def measure(
+    workload: str, path: Path, records: int, workers: int, on_ray: bool, warmup: int, seconds: float
+) -> Run:
+    """One run: start-up time; then, after ``warmup`` batches, the rate and CPU per batch."""
     batch_size = WORKLOADS[workload].batch_size
     system = ray_system_pids()
     began = time.perf_counter()
     with iter(loader(workload, path, records, workers, on_ray)) as iterator:
         next(iterator)
         first = time.perf_counter()
+        for _ in range(warmup):
+            next(iterator)
         workers_cpu = CpuMeter(iterator._stream.pids())
         system_cpu = CpuMeter(system)
         parent_cpu = time.process_time()
-        count = batches = 0
-        stop = records * 9 // 10 if workload == "images" else records
-        for _ in iterator:
-            count += batch_size
+        steady = time.perf_counter()
+        batches = 0
+        while time.perf_counter() - steady < seconds:
+            next(iterator)
             batches += 1
-            if batches % 16 == 0:
-                workers_cpu.read()  # worker processes may end before the last batch
-            if count >= stop or time.perf_counter() - first > seconds:
-                break  # before the end: the worker processes are still there to be read
         end = time.perf_counter()
         used = (time.process_time() - parent_cpu, workers_cpu.read(), system_cpu.read())
     per_batch = [1000 * seconds / max(1, batches) for seconds in used]
-    return Run(first - began, count / (end - first), *per_batch)
+    return Run(first - began, batches * batch_size / (end - steady), *per_batch)
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages of this machine."""
+    return " ".join(f"{load:.1f}" for load in os.getloadavg())
 
 
 def main() -> None:
@@ -125,7 +147,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--images", type=int, default=20_000)
     parser.add_argument("--small", type=int, default=200_000)
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument(
+        "--warmup", type=int, default=160, help="batches read before measuring, per run"
+    )
+    parser.add_argument("--seconds", type=float, default=8.0, help="measured, per run")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--verbose", action="store_true", help="print every pair too")
     args = parser.parse_args()
     import ray
@@ -134,16 +160,19 @@ def main() -> None:
         address="local", num_cpus=args.workers + 1, include_dashboard=False, log_to_driver=False
     )
     rows = []
+    load_before = load_average()
     try:
         for workload in args.workloads.split(","):
             records = args.images if workload == "images" else args.small
-            path = ensure_data(DEFAULT_DATA_DIR, WORKLOADS[workload], records, SEED)
-            measure(workload, path, records, args.workers, True, 1.0)  # Ray's first actors
+            path = ensure_data(args.data_dir, WORKLOADS[workload], records, SEED)
+            measure(workload, path, records, args.workers, True, 0, 1.0)  # Ray's first actors
             pairs: list[tuple[Run, Run]] = []
             for repeat in range(args.repeats):
                 order = (False, True) if repeat % 2 == 0 else (True, False)
                 run = {
-                    on_ray: measure(workload, path, records, args.workers, on_ray, args.seconds)
+                    on_ray: measure(
+                        workload, path, records, args.workers, on_ray, args.warmup, args.seconds
+                    )
                     for on_ray in order
                 }
                 pairs.append((run[False], run[True]))
@@ -151,24 +180,28 @@ def main() -> None:
     finally:
         ray.shutdown()
     print(
-        f"W={args.workers}, {args.repeats} interleaved pairs (medians); rates in records per "
-        "second after the first batch; CPU in ms per batch (parent: this process; workers: "
-        "the worker processes or actors; Ray: raylet, object store, GCS)"
+        f"W={args.workers}, {args.repeats} interleaved pairs (medians), each run measured for "
+        f"{args.seconds:g} s after the first batch and {args.warmup} more; load average (1, 5, "
+        f"15 min) {load_before} before, {load_average()} after. Rates in records per second; "
+        "CPU in ms per batch (parent: this process; workers: the worker processes or actors; "
+        "Ray: raylet, object store, GCS). Ray / local: the paired rates' median ratio, and local "
+        "CPU per batch (all processes) over Ray's."
     )
     print(
         "| workload | backend | first batch (s) | records/s | CPU parent | CPU workers "
-        "| CPU Ray | Ray / local (paired) |"
+        "| CPU Ray | Ray / local: rate | Ray / local: CPU |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|")
     for workload, pairs in rows:
         ratio = statistics.median(remote.rate / local.rate for local, remote in pairs)
+        cpu = [statistics.median(pair[index].cpu for pair in pairs) for index in (0, 1)]
         for name, index in (("local", 0), ("Ray", 1)):
             runs = [pair[index] for pair in pairs]
             med = [statistics.median(getattr(r, f) for r in runs) for f in Run._fields]
-            shown_ratio = f"{ratio:.2f}" if index else ""
+            ratios = f"{ratio:.2f} | {cpu[0] / cpu[1]:.2f}" if index else " | "
             print(
                 f"| {workload} | {name} | {med[0]:.2f} | {med[1]:,.0f} | {med[2]:.1f} | "
-                f"{med[3]:.1f} | {med[4]:.1f} | {shown_ratio} |"
+                f"{med[3]:.1f} | {med[4]:.1f} | {ratios} |"
             )
         if args.verbose:
             for local, remote in pairs:

@@ -111,6 +111,20 @@ def test_a_loader_state_restores_across_backends_and_onto_another_worker_count(r
     assert on_one_local
 
 
+def test_an_orbax_checkpoint_saved_with_ray_workers_restores_onto_local_workers(records, tmp_path):
+    ocp = pytest.importorskip("orbax.checkpoint")
+    whole = rp.run_with_states(iter(rp.loader(records, worker_count=2)))
+    on_ray = iter(rp.loader(records, backend=RayWorkers(num_workers=2)))
+    with ocp.CheckpointManager(tmp_path) as manager, on_ray:
+        rp.run_with_states(on_ray, limit=5)
+        manager.save(5, args=grain.GrainCheckpointSave(on_ray))
+        manager.wait_until_finished()
+    local = iter(rp.loader(records, worker_count=2))
+    with ocp.CheckpointManager(tmp_path) as manager, local:
+        assert manager.restore(5, args=grain.GrainCheckpointRestore(local)) is local
+        rp.assert_same_run(rp.run_with_states(local), whole[5:])
+
+
 def test_ray_workers_run_with_the_worker_environment_and_not_in_this_process():
     ds = grain.MapDataset.range(8).map(rp.where_it_runs).to_iter_dataset()
     seen = list(ds.mp_prefetch(OPTIONS, backend=RayWorkers(2)))
