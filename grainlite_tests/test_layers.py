@@ -204,3 +204,16 @@ def test_contributing_shows_the_layers_and_arrows_of_the_layer_table():
             assert imports == set(table["arrows"][layer]), f"{layer}: the imports column"
             if layer in ("facades", "leaves"):  # rows that list their modules
                 assert what == set(table["layers"][layer]), f"{layer}: the modules listed"
+
+
+def test_no_test_module_imports_another_test_module():
+    """What tests share lives in grainlite_tests/support/ (CONTRIBUTING.md, Rules)."""
+    tests = ROOT / "grainlite_tests"
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {module}"
+        for path in sorted(tests.rglob("*.py"))
+        for line, module in imports_of(path)
+        if module.startswith("grainlite_tests.")
+        and module.rpartition(".")[2].startswith("test_")
+    ]
+    assert found == [], "\n".join(found)

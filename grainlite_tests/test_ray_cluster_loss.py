@@ -35,8 +35,9 @@ import time
 from pathlib import Path
 
 import pytest
+from leak_check import alive
 
-from grainlite_tests.test_ray_workers import alive, wait_until_gone
+from grainlite_tests.support.waiting import wait_until_gone
 
 pytest.importorskip("ray", reason="the ray extra (pip install 'grainlite[ray]')")
 

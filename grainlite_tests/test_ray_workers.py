@@ -27,6 +27,7 @@ from grainlite.errors import (
 )
 from grainlite.ray import RayWorkers
 from grainlite_tests.support import ray_pipelines as rp
+from grainlite_tests.support.waiting import wait_until_gone
 
 ray = pytest.importorskip("ray", reason="the ray extra (pip install 'grainlite[ray]')")
 
@@ -47,16 +48,6 @@ def records(tmp_path_factory):
     from stand_in_data import write_classification_records
 
     return write_classification_records(tmp_path_factory.mktemp("ray") / "r.array_record", 48)
-
-
-def wait_until_gone(pids: list[int], seconds: float = 30.0) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        left = [p for p in pids if alive(p)]
-        if not left:
-            return []
-        time.sleep(0.05)
-    return [p for p in pids if alive(p)]
 
 
 # Same elements, order and states ---------------------------------------------------------------

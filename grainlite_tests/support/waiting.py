@@ -23,3 +23,13 @@ def assert_gone(pids: Iterable[int], timeout: float = 5.0) -> None:
     while left := sorted(pid for pid in pids if alive(pid)):
         assert time.monotonic() < deadline, f"processes {left} still alive after {timeout} s"
         time.sleep(0.01)
+
+
+def wait_until_gone(pids: list[int], seconds: float = 30.0) -> list[int]:
+    """Waits up to ``seconds`` for every one of ``pids`` to end; returns those still alive."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(alive(p) for p in pids):
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
