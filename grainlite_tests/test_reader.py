@@ -97,6 +97,21 @@ def test_cpu_bound_reads_use_at_most_the_spare_cpus(monkeypatch, cpus, most):
     assert all(name.startswith("grainlite-reader") for name in reader_threads)
 
 
+def test_cpu_bound_reads_in_a_worker_get_only_its_share_of_the_spare_cpus(monkeypatch):
+    source = BusySource(1500, cpu_s=100e-6)
+    monkeypatch.setattr(reader_module, "usable_cpu_count", lambda: 4)
+    sampler = grain.IndexSampler(1500, grain.NoSharding(), num_epochs=1, seed=3)
+    worker = WorkerSlice.of(sampler, shard_index=0, shard_count=1, worker=0, workers=1)
+    options = grain.ReadOptions(num_threads=8, prefetch_buffer_size=64)
+    # One of 4 processes sharing 4 CPUs (a worker of worker_count=4): no CPU to spare.
+    reader = RecordReader(sampler, source, worker, 0, options, processes=4)
+    try:
+        assert len([record for _, chunk in reader for record in chunk]) == 1500
+    finally:
+        reader.close()
+    assert source.threads == {threading.current_thread().name}
+
+
 class AskedIndices:
     """A sampler without ``record_keys`` that records which global indices it was asked for."""
 
