@@ -116,6 +116,17 @@ def _v1_limit(folder: Path) -> float | None:
     return _ratio(quota, period)
 
 
+def cpu_wait_s() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a CPU (Linux's
+    ``/proc/thread-self/schedstat``); 0.0 where the kernel does not say. The readers subtract it
+    from a read's wall time: preemption by other processes is not a read that waits."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _ratio(quota: str, period: str) -> float | None:
     """``quota / period`` in CPUs, or None if either is not a positive integer (-1: no quota)."""
     try:

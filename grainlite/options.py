@@ -113,7 +113,12 @@ class ReadPolicy:
     first reads in the consuming thread, timing ``samples`` blocks after the first (whose read
     also opens files and warms caches), and moves to threads only if the median read takes more
     than ``slow_read_s`` per record and more than ``read_share`` of the read + consumer time.
-    Medians, so one stall of a busy machine does not send a fast source to threads.
+    Medians, so one stall of a busy machine does not send a fast source to threads. A read is
+    timed by its running time: its wall time less the time its thread waited for a CPU
+    (:func:`~grainlite.cpus.cpu_wait_s`), so a cheap read on a machine busy with other processes
+    is still cheap. Reads that keep a CPU busy (their CPU time is more than ``cpu_bound_share``
+    of their running time: a decode, not a wait for storage) get no more threads than the CPUs
+    spare beyond the consuming thread's (:meth:`threads_for`).
     """
 
     slow_read_s: float = 20e-6
@@ -125,6 +130,8 @@ class ReadPolicy:
     max_block: int = 256
     """The most records one read asks of a source: a block never holds more, so the first
     elements come soon and a block's memory stays bounded."""
+    cpu_bound_share: float = 0.5
+    """Reads whose CPU time is more than this share of their running time keep a CPU busy."""
 
     def is_slow(self, seconds_per_record: float) -> bool:
         """Whether a read of ``seconds_per_record`` is slow enough for reader threads."""
@@ -147,6 +154,35 @@ class ReadPolicy:
         reader's own bound), at least 1."""
         bound = self.max_block if at_most is None else min(self.max_block, at_most)
         return max(1, min(bound, buffer // threads))
+
+    def is_cpu_bound(self, cpu_share: float) -> bool:
+        """Whether reads whose CPU time is ``cpu_share`` of their running time keep a CPU busy."""
+        return cpu_share > self.cpu_bound_share
+
+    def threads_for(
+        self,
+        seconds_per_record: Sequence[float],
+        shares: Sequence[float],
+        cpu_shares: Sequence[float],
+        threads: int,
+        spare_cpus: int,
+    ) -> int:
+        """How many reader threads timed reads move to; 0: they stay in the consuming thread.
+
+        Args:
+          seconds_per_record: each timed block's running time per record.
+          shares: each block's share of the read + consumer time.
+          cpu_shares: each block's CPU time over its running time.
+          threads: the threads ``ReadOptions`` allows.
+          spare_cpus: the CPUs this process may use beyond the consuming thread's.
+        """
+        if not self.moves_to_threads(seconds_per_record, shares):
+            return 0
+        if self.is_cpu_bound(statistics.median(cpu_shares)):
+            threads = min(threads, spare_cpus)
+            if threads == 1 and statistics.median(shares) > 1 - self.read_share:
+                return 0  # one thread would only overlap the consumer's small share
+        return max(0, threads)
 
 
 READ_POLICY = ReadPolicy()

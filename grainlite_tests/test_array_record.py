@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from array_record.python import array_record_data_source, array_record_module
 
-from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.errors import CorruptedDataError, GrainliteTypeError, GrainliteValueError
 from grainlite.sources.array_record import ArrayRecordDataSource
 
 pytestmark = pytest.mark.timeout(30)
@@ -135,6 +135,33 @@ def test_batched_reads_of_a_large_file_use_runs_and_index_lists_alike(tmp_path):
     shuffled = np.random.default_rng(1).permutation(3000)
     for keys in [shuffled[:5], shuffled[:100], np.arange(1000, 1300), shuffled]:
         assert source.__getitems__(keys.tolist()) == [records[k] for k in keys.tolist()]
+
+
+# A shuffled block of a large file: no two keys adjacent, few enough for one range read per key.
+_SCATTERED = [2999, 17, 500, 1234, 8, 2000, 40, 777]
+
+
+def test_a_shuffled_block_of_a_large_file_reads_each_key_alone(tmp_path):
+    records = [np.random.default_rng(i).bytes(100) for i in range(3000)]
+    source = ArrayRecordDataSource(write(tmp_path / "large.array_record", records))
+    assert source.__getitems__(_SCATTERED) == [records[k] for k in _SCATTERED]
+
+
+def test_a_damaged_record_in_a_shuffled_block_is_named_by_its_key(tmp_path):
+    records = [np.random.default_rng(i).bytes(100) for i in range(3000)]  # incompressible
+    path = pathlib.Path(write(tmp_path / "large.array_record", records))
+    data = bytearray(path.read_bytes())
+    at = data.find(records[500])  # stored as written: flip bytes inside record 500 only
+    assert at > 0
+    data[at : at + 50] = bytes(b ^ 0xFF for b in data[at : at + 50])
+    path.write_bytes(bytes(data))
+    source = ArrayRecordDataSource(str(path))
+    assert source.__getitems__([17, 2999]) == [records[17], records[2999]]
+    with pytest.raises(CorruptedDataError) as raised:
+        source.__getitems__(_SCATTERED)
+    assert f"Could not read record 500 of the data source (record 500 of file {str(path)!r})" in (
+        str(raised.value)
+    )
 
 
 @pytest.mark.parametrize("key", [-1, 15, 2**70], ids=["minus one", "length", "huge"])

@@ -106,7 +106,7 @@ def test_large_elements_are_read_at_most_about_64_mib_ahead(cpus):
 class PreemptedBusyReads(BusyReads):
     """CPU-bound reads (about 50 µs of CPU each) that also lose about 150 µs to other processes
     holding the CPU: the lost time is slept and counted where the kernel counts a thread's wait
-    for a CPU (``read_ahead._cpu_wait_s``), as on a busy machine."""
+    for a CPU (``grainlite.cpus.cpu_wait_s``), as on a busy machine."""
 
     def __init__(self, size: int) -> None:
         super().__init__(size)
@@ -127,7 +127,29 @@ def test_reads_slowed_by_other_processes_still_count_as_cpu_bound(cpus, monkeypa
     cpus(4)
     read_ahead.share_cpus(4)  # as in an mp_prefetch worker: no spare CPU for reader threads
     source = PreemptedBusyReads(700)
-    monkeypatch.setattr(read_ahead, "_cpu_wait_s", lambda: source.waited)
+    monkeypatch.setattr(read_ahead, "cpu_wait_s", lambda: source.waited)
+    _read(source, 700, threads=8)
+    assert source.readers == {threading.current_thread().name}
+
+
+class PreemptedCheapReads(PreemptedBusyReads):
+    """Reads of about 2 µs of CPU that lose about 100 µs each to other processes."""
+
+    def __getitem__(self, index: int) -> int:
+        self.readers.add(threading.current_thread().name)
+        end = time.thread_time() + 2e-6
+        while time.thread_time() < end:
+            pass
+        begin = time.perf_counter()
+        time.sleep(100e-6)
+        self.waited += time.perf_counter() - begin
+        return index
+
+
+def test_cheap_reads_slowed_by_other_processes_stay_in_the_consuming_thread(cpus, monkeypatch):
+    cpus(8)  # spare CPUs: only the running time of the reads keeps them in this thread
+    source = PreemptedCheapReads(700)
+    monkeypatch.setattr(read_ahead, "cpu_wait_s", lambda: source.waited)
     _read(source, 700, threads=8)
     assert source.readers == {threading.current_thread().name}
 

@@ -213,7 +213,6 @@ def test_no_test_module_imports_another_test_module():
         f"{path.relative_to(ROOT)}:{line}: {module}"
         for path in sorted(tests.rglob("*.py"))
         for line, module in imports_of(path)
-        if module.startswith("grainlite_tests.")
-        and module.rpartition(".")[2].startswith("test_")
+        if module.startswith("grainlite_tests.") and module.rpartition(".")[2].startswith("test_")
     ]
     assert found == [], "\n".join(found)

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.cpus import usable_cpu_count
+from grainlite.cpus import cpu_wait_s, usable_cpu_count
 from grainlite.options import READ_POLICY
 
 _FIRST_BLOCK = 1
@@ -73,10 +73,6 @@ _SHRINK_S = 0.05
 # then prove cheap (a slow first access that opened a file) or CPU-bound move back to the
 # consuming thread after READ_POLICY.samples threaded blocks, where the timed rule decides again.
 _EAGER_READ_S = 0.01
-# Reads whose CPU time is more than this share of their wall time keep a CPU busy. The wall
-# time leaves out the time the thread waited for a CPU (see _cpu_wait_s): on a busy machine a
-# decode is still a decode, not a wait for storage.
-_CPU_BOUND_SHARE = 0.5
 # At most this many bytes of elements read ahead (and at least one block).
 _READ_AHEAD_BYTES = 64 << 20
 
@@ -196,17 +192,6 @@ def _serve(tasks: queue.SimpleQueue[_Task]) -> None:
         except BaseException as error:  # handed to the consumer, re-raised there
             future.set_exception(error)
         del task, future, argument
-
-
-def _cpu_wait_s() -> float:
-    """Seconds the calling thread has spent runnable but waiting for a CPU (Linux's
-    ``/proc/thread-self/schedstat``); 0.0 where the kernel does not say. Preemption by other
-    processes is not a read that waits, so the CPU-bound share leaves it out."""
-    try:
-        with open("/proc/thread-self/schedstat", "rb") as stats:
-            return int(stats.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 class _DaemonPool:
@@ -341,15 +326,12 @@ class BlockReader:
             return self._next_threaded()
         if self._timing and len(self._per_element) >= READ_POLICY.samples:
             self._timing = False
-            if READ_POLICY.moves_to_threads(self._per_element, self._shares):
-                threads = self._threads
-                if float(np.median(self._cpu_shares)) > _CPU_BOUND_SHARE:
-                    threads = min(threads, _spare_cpus())
-                    if threads == 1 and float(np.median(self._shares)) > 1 - READ_POLICY.read_share:
-                        threads = 0  # one thread only overlaps the consumer's small share
-                if threads > 0:
-                    self._start_threads(threads)
-                    return self._next_threaded()
+            threads = READ_POLICY.threads_for(
+                self._per_element, self._shares, self._cpu_shares, self._threads, _spare_cpus()
+            )
+            if threads > 0:
+                self._start_threads(threads)
+                return self._next_threaded()
         stop = min(self._stop, self._next + self._size)
         if self._stream is not None:
             self._open_block(self._next, stop)
@@ -357,12 +339,12 @@ class BlockReader:
             return self._pull()
         begin = time.perf_counter()
         cpu_begin = time.thread_time()
-        waited_begin = _cpu_wait_s() if self._timing else 0.0
+        waited_begin = cpu_wait_s() if self._timing else 0.0
         block = read_block(self._getitems, range(self._next, stop))
         self._next = stop
         end = time.perf_counter()
         cpu = time.thread_time() - cpu_begin
-        waited = _cpu_wait_s() - waited_begin if self._timing else 0.0
+        waited = cpu_wait_s() - waited_begin if self._timing else 0.0
         self._timed(block[0] if block else None, len(block), end - begin, end, cpu, waited)
         return block
 
@@ -390,7 +372,7 @@ class BlockReader:
         assert stream is not None
         timing = self._timing
         if timing:
-            cpu_begin, waited_begin = time.thread_time(), _cpu_wait_s()
+            cpu_begin, waited_begin = time.thread_time(), cpu_wait_s()
         begin = time.perf_counter()
         try:
             element = next(stream)
@@ -400,7 +382,7 @@ class BlockReader:
         self._open_read += end - begin
         if timing:
             self._open_cpu += time.thread_time() - cpu_begin
-            self._open_waited += _cpu_wait_s() - waited_begin
+            self._open_waited += cpu_wait_s() - waited_begin
         index = self._open_next
         self._open_next = index + 1
         if index + 1 < self._open_stop:
@@ -442,9 +424,10 @@ class BlockReader:
             begin = end - read
             if self._timed_first:
                 other = begin - self._returned_at
-                self._per_element.append(read / max(count, 1))
+                running = max(read - waited, 1e-9)  # READ_POLICY times running time
+                self._per_element.append(running / max(count, 1))
                 self._shares.append(read / max(read + other, 1e-9))
-                self._cpu_shares.append(cpu / max(read - waited, 1e-9))
+                self._cpu_shares.append(cpu / running)
             elif count:
                 self._element_bytes = _nbytes(first)
                 self._timed_first = True
@@ -461,7 +444,7 @@ class BlockReader:
         """Starts the reader threads after a slow first block, reading ahead up to
         ``prefetch_buffer_size`` elements, on trial (see :data:`_EAGER_READ_S`)."""
         threads = self._threads
-        if cpu_share > _CPU_BOUND_SHARE:
+        if READ_POLICY.is_cpu_bound(cpu_share):
             threads = min(threads, _spare_cpus())
         if threads > 0:
             self._timing = False
@@ -505,7 +488,7 @@ class BlockReader:
                 self._trial = None
                 per_element, cpu_share = np.median(np.array(trial), axis=0)
                 cheap = not READ_POLICY.is_slow(float(per_element))
-                self._draining = cheap or float(cpu_share) > _CPU_BOUND_SHARE
+                self._draining = cheap or READ_POLICY.is_cpu_bound(float(cpu_share))
         return block
 
     def _move_back(self) -> None:

@@ -214,6 +214,7 @@ class Pipeline(PicklesRecordsPacked, PipelineBase):
             self.read_options,
             timer.read if STATS_ENABLED else None,
             rngs=self.uses_rngs,
+            processes=workers,
         )
         out = sink.out
         push = head.push

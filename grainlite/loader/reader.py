@@ -13,7 +13,11 @@ threads costs more than the reads, and where transforms dominate (image decoding
 compete with them for the interpreter. So every reader starts in the consuming thread, timing its
 reads and the consumer's work, and moves to its ``ReadOptions`` threads only where
 :data:`~grainlite.options.READ_POLICY` says so (reads slower than 20 µs per record *and* more than
-a quarter of the time). Which thread reads never changes what is read or in which order.
+a quarter of the time), the rule the Dataset API's block reader follows: a read is timed by its
+running time (its wall time less its thread's wait for a CPU, so other processes busy on the
+machine do not make a cheap read look slow), and reads that keep a CPU busy get no more threads
+than this process's spare CPUs (its share of them in a worker process). Which thread reads never
+changes what is read or in which order.
 
 Stats: each chunk's read (or, with reader threads, the wait for it) is timed into the reader's
 :class:`~grainlite.stats.counters.StageCounter`: two clock reads per chunk, not per record.
@@ -23,12 +27,14 @@ from __future__ import annotations
 
 import collections
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from grainlite.cpus import cpu_wait_s, usable_cpu_count
 from grainlite.loader.striding import WorkerSlice
 from grainlite.options import READ_POLICY, ReadOptions
 from grainlite.sources.protocol import read_many
@@ -118,6 +124,8 @@ class RecordReader:
       counter: where chunk read times and record counts go (None: not counted).
       rngs: whether any transform takes the records' generators; False spares computing the
         seeds of a vectorized sampler (chunks then carry None for them).
+      processes: how many processes of this host share its CPUs (the worker count; 1 at
+        ``worker_count=0``): reads that keep a CPU busy get at most this process's spare share.
     """
 
     def __init__(
@@ -129,13 +137,16 @@ class RecordReader:
         options: ReadOptions,
         counter: StageCounter | None = None,
         rngs: bool = True,
+        processes: int = 1,
     ) -> None:
         self._counter = counter
+        self._processes = max(1, processes)
         self._read = _make_chunk_reader(sampler, source, worker, rngs)
         total = worker.positions()
         self._stop = sys.maxsize if total is None else total
         self._next = start
         self._options = options
+        self._threads = options.num_threads  # reader threads, once reads move to them
         self._pool: ThreadPoolExecutor | None = None
         self._pending: collections.deque[tuple[int, Future[Chunk]]] = collections.deque()
         if options.synchronous:
@@ -157,18 +168,29 @@ class RecordReader:
         size = _FIRST_CHUNK
         timing = bool(self._depth)
         first_chunk = True
-        per_record: list[float] = []  # read seconds per record, one entry per timed chunk
+        per_record: list[float] = []  # running seconds per record, one entry per timed chunk
         shares: list[float] = []  # the read's share of read + transform time, per timed chunk
+        cpu_shares: list[float] = []  # the read's CPU time over its running time, per chunk
         counter = self._counter
+        cpu = waited = 0.0
         while self._next < self._stop:
             if timing and len(per_record) >= READ_POLICY.samples:
-                if READ_POLICY.moves_to_threads(per_record, shares):
+                spare = max(0, int(usable_cpu_count() / self._processes) - 1)
+                threads = READ_POLICY.threads_for(
+                    per_record, shares, cpu_shares, self._options.num_threads, spare
+                )
+                if threads:
+                    self._threads = threads
                     return  # reads are slow and a large part of the work: hand over to threads
                 timing = False  # stay in this thread for good
             m1 = min(self._stop, self._next + size)
+            if timing:
+                cpu, waited = time.thread_time(), cpu_wait_s()
             begin = clock()
             chunk = self._read(self._next, m1)
             end = clock()
+            if timing:  # the read's CPU time and wait for a CPU
+                cpu, waited = time.thread_time() - cpu, cpu_wait_s() - waited
             if counter is not None:
                 counter.add(end - begin, len(chunk[1]), len(chunk[1]))
             if len(chunk[1]) < m1 - self._next:
@@ -181,8 +203,10 @@ class RecordReader:
                 yield chunk
             if timing and not first_chunk:
                 read, other = end - begin, clock() - end  # other: the consumer's transforms
-                per_record.append(read / len(chunk[1]) / 1e9)  # clock() counts nanoseconds
+                running = max(read / 1e9 - waited, 1e-9)  # clock() counts nanoseconds
+                per_record.append(running / len(chunk[1]))
                 shares.append(read / max(read + other, 1e-9))
+                cpu_shares.append(cpu / running)
             first_chunk = False
             size = min(READ_POLICY.max_block, size * 2)
 
@@ -193,7 +217,7 @@ class RecordReader:
         self._next = m1
 
     def _iterate_threaded(self) -> Iterator[Chunk]:
-        self._pool = ThreadPoolExecutor(self._options.num_threads, "grainlite-reader")
+        self._pool = ThreadPoolExecutor(self._threads, "grainlite-reader")
         while True:
             while len(self._pending) < self._depth and self._next < self._stop:
                 self._submit()

@@ -195,6 +195,9 @@ class ArrayRecordDataSource:
             or positions.max() >= _INT32_MAX
         ):
             return reader.read(positions.tolist())
+        read = reader.read
+        if runs == positions.size:  # a shuffled block: no two keys adjacent, one read per key
+            return [read(first, first + 1)[0] for first in positions.tolist()]
         records: list[bytes] = []
         bounds = [0, *starts.tolist(), positions.size]
         firsts = positions[bounds[:-1]].tolist()
