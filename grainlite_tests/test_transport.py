@@ -397,3 +397,42 @@ def test_a_namedtuple_of_the_users_script_comes_back_from_workers_as_that_type(t
     script.write_text(textwrap.dedent(_SCRIPT))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
+
+
+def _big_batches(api: str) -> Any:
+    from grainlite_tests.support.fault_jobs import BigArray
+
+    if api == "DataLoader":
+        return grain.DataLoader(
+            data_source=grain.RangeDataSource(0, 96, 1),
+            sampler=grain.IndexSampler(96, grain.NoSharding(), shuffle=False, num_epochs=1),
+            operations=[BigArray(), grain.Batch(4)],
+            worker_count=2,
+        )
+    return (
+        grain.MapDataset.range(96)
+        .map(BigArray())
+        .batch(4)
+        .to_iter_dataset()
+        .mp_prefetch(grain.MultiprocessingOptions(num_workers=2))
+    )
+
+
+@pytest.mark.parametrize("api", ["DataLoader", "mp_prefetch"])
+def test_a_ctrl_c_that_arrives_as_a_batch_is_released_reaches_the_training_loop(api):
+    # Releasing a batch's shared memory must run no Python code: CPython handles a pending
+    # SIGINT at the start of the next Python frame, and a KeyboardInterrupt raised in a callback
+    # that a dropped reference or the garbage collector runs is printed and dropped: the Ctrl-C
+    # would be lost.
+    import _thread
+    import operator
+
+    with iter(_big_batches(api)) as iterator:
+        for trial in range(20):
+            holder = [next(iterator)]
+            # One C call trips SIGINT, then drops the last reference to the batch (its arrays
+            # views of shared memory): the first Python frame to start gets the KeyboardInterrupt.
+            with pytest.raises(KeyboardInterrupt):
+                list(map(operator.call, (_thread.interrupt_main, holder.clear)))
+            assert holder == [], f"trial {trial}"
+        assert len(list(iterator)) == 4  # the released slabs are written again; nothing lost

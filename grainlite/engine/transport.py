@@ -187,7 +187,15 @@ class SlabMapper:
 
     def __init__(self) -> None:
         self._slabs: dict[int, np.ndarray] = {}
-        self.released: collections.deque[int] = collections.deque()
+        # A weak reference to each lease, with the slab it holds. When a lease dies, its
+        # reference is appended to ``_dead`` by ``deque.append`` itself, a C function: releasing
+        # a batch runs no Python code. (A Python callback, such as ``weakref.finalize``'s, starts
+        # a frame, CPython raises a pending Ctrl-C there, and an exception in a callback of a
+        # dropped reference is printed and dropped: the user's Ctrl-C would be lost.)
+        # Keyed by the reference's id (a lease, an array, has no hash); the entry keeps the
+        # reference alive, which a weak reference needs for its callback to run.
+        self._leases: dict[int, tuple[weakref.ref[_Lease], int]] = {}
+        self._dead: collections.deque[weakref.ref[_Lease]] = collections.deque()
 
     def announce(self, slabs: list[tuple[int, str]]) -> None:
         """Maps newly created slabs and removes their names from ``/dev/shm``."""
@@ -207,7 +215,8 @@ class SlabMapper:
         leases: dict[int, _Lease] = {}
         for slab in slabs:
             lease = self._slabs[slab].view(_Lease)
-            weakref.finalize(lease, self.released.append, slab)
+            reference = weakref.ref(lease, self._dead.append)
+            self._leases[id(reference)] = (reference, slab)
             leases[slab] = lease
 
         def to_array(leaf: Any) -> Any:
@@ -228,8 +237,8 @@ class SlabMapper:
     def take_released(self) -> list[int]:
         """Slabs whose arrays are all gone since the last call."""
         released = []
-        while self.released:
-            released.append(self.released.popleft())
+        while self._dead:
+            released.append(self._leases.pop(id(self._dead.popleft()))[1])
         return released
 
 
