@@ -11,6 +11,9 @@ import pytest
 import grainlite as grain
 from grainlite import cpus
 
+# cpu_timing: these tests time this process's reads (scripts/check runs them alone).
+pytestmark = pytest.mark.cpu_timing
+
 
 @pytest.fixture(autouse=True)
 def four_usable_cpus(monkeypatch):

@@ -185,6 +185,7 @@ class _ReadBy:
         return key
 
 
+@pytest.mark.cpu_timing  # times this process's reads
 def test_both_apis_move_reads_to_threads_by_the_one_read_policy(monkeypatch):
     options = grain.ReadOptions(num_threads=2, prefetch_buffer_size=64)
 
