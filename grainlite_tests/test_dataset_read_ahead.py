@@ -105,22 +105,22 @@ def test_large_elements_are_read_at_most_about_64_mib_ahead(cpus):
     assert max(ahead[50:]) <= 2 * (64 << 20) // (4 << 20), max(ahead)
 
 
-class PreemptedBusyReads(BusyReads):
-    """CPU-bound reads (about 50 µs of CPU each) that also lose about 150 µs to other processes
+class PreemptedReads(BusyReads):
+    """Reads that keep the CPU busy for ``cpu_s`` and then lose ``lost_s`` to other processes
     holding the CPU: the lost time is slept and counted where the kernel counts a thread's wait
     for a CPU (``grainlite.cpus.cpu_wait_s``), as on a busy machine."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, cpu_s: float, lost_s: float) -> None:
         super().__init__(size)
-        self.waited = 0.0
+        self.cpu_s, self.lost_s, self.waited = cpu_s, lost_s, 0.0
 
     def __getitem__(self, index: int) -> int:
         self.readers.add(threading.current_thread().name)
-        end = time.thread_time() + 50e-6
+        end = time.thread_time() + self.cpu_s
         while time.thread_time() < end:
             pass
         begin = time.perf_counter()
-        time.sleep(150e-6)
+        time.sleep(self.lost_s)
         self.waited += time.perf_counter() - begin
         return index
 
@@ -128,29 +128,15 @@ class PreemptedBusyReads(BusyReads):
 def test_reads_slowed_by_other_processes_still_count_as_cpu_bound(cpus, monkeypatch):
     cpus(4)
     read_ahead.share_cpus(4)  # as in an mp_prefetch worker: no spare CPU for reader threads
-    source = PreemptedBusyReads(700)
+    source = PreemptedReads(700, cpu_s=50e-6, lost_s=150e-6)
     monkeypatch.setattr(read_ahead, "cpu_wait_s", lambda: source.waited + kernel_cpu_wait_s())
     _read(source, 700, threads=8)
     assert source.readers == {threading.current_thread().name}
 
 
-class PreemptedCheapReads(PreemptedBusyReads):
-    """Reads of about 2 µs of CPU that lose about 100 µs each to other processes."""
-
-    def __getitem__(self, index: int) -> int:
-        self.readers.add(threading.current_thread().name)
-        end = time.thread_time() + 2e-6
-        while time.thread_time() < end:
-            pass
-        begin = time.perf_counter()
-        time.sleep(100e-6)
-        self.waited += time.perf_counter() - begin
-        return index
-
-
 def test_cheap_reads_slowed_by_other_processes_stay_in_the_consuming_thread(cpus, monkeypatch):
     cpus(8)  # spare CPUs: only the running time of the reads keeps them in this thread
-    source = PreemptedCheapReads(700)
+    source = PreemptedReads(700, cpu_s=2e-6, lost_s=100e-6)
     monkeypatch.setattr(read_ahead, "cpu_wait_s", lambda: source.waited + kernel_cpu_wait_s())
     _read(source, 700, threads=8)
     assert source.readers == {threading.current_thread().name}
