@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from grainlite.engine.in_process import InProcessStream
 from grainlite.engine.iterator import IteratorShell
+from grainlite.engine.preload import preload
 from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,
@@ -70,6 +71,8 @@ class DataLoader:
 
             worker_count = backends.resolve(backend, worker_count, "worker_count")
         worker_count = resolve_worker_count(worker_count)
+        if worker_count:
+            preload()  # iterating imports nothing: an import can swallow a Ctrl-C
         self._backend = backend
         worker_buffer_size = check_worker_buffer_size(worker_buffer_size)
         check_source(data_source)

@@ -38,6 +38,7 @@ from grainlite.dataset.mp.state import decode_state, encode_state
 from grainlite.dataset.next_index import NoNextIndexError
 from grainlite.engine.iterator import IteratorShell
 from grainlite.engine.position import IteratorPosition
+from grainlite.engine.preload import preload
 from grainlite.errors import GrainliteRuntimeError, shown
 from grainlite.options import MultiprocessingOptions
 from grainlite.stats.counters import ParentCounters
@@ -125,6 +126,8 @@ class MultiprocessPrefetchIterDataset(IterDataset):
         self._backend = backend
         self._worker_init_fn = worker_init_fn
         self._sequential_slice = bool(sequential_slice)
+        if self._options.num_workers:
+            preload()  # iterating imports nothing: an import can swallow a Ctrl-C
 
     @property
     def multiprocessing_options(self) -> Any:
