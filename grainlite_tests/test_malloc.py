@@ -47,10 +47,6 @@ def free_a_batch(mode: str, **env: str) -> dict:
     return json.loads(done.stdout)
 
 
-def test_glibc_gives_a_freed_batch_back_to_the_system_by_default():
-    assert free_a_batch("default")["given_back_mb"] > 15
-
-
 def test_with_the_settings_a_freed_batch_stays_for_the_next_one():
     result = free_a_batch("keep")
     assert result["applied"] is True
@@ -58,6 +54,9 @@ def test_with_the_settings_a_freed_batch_stays_for_the_next_one():
 
 
 def test_settings_chosen_in_the_environment_are_left_alone():
+    # A threshold set in the environment also fixes glibc's mmap threshold at its starting 128 KiB
+    # (glibc raises it as the process frees mapped blocks, so an unset environment gives a result
+    # that depends on what the interpreter freed before; a clean-clone CI run gave back 0 MB).
     result = free_a_batch("keep", MALLOC_TRIM_THRESHOLD_="131072")
     assert result["applied"] is False
     assert result["given_back_mb"] > 15
