@@ -2,12 +2,14 @@
 
 The records are what pickle would have sent: the same values (trailing zero bytes, empty records
 and records of mixed lengths included), in a ``list``, read by real worker processes of both APIs.
-Lists that are short, or hold anything but ``bytes``, pickle as they always did.
+A worker keeps records of one length in their buffer (``FixedSizeRecords``) and reads them as the
+list would. Lists that are short, or hold anything but ``bytes``, pickle as they always did.
 """
 
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import pickle
 import pickletools
@@ -15,7 +17,7 @@ import pickletools
 import pytest
 
 import grainlite as grain
-from grainlite.engine.packed_records import MIN_RECORDS, packed
+from grainlite.engine.packed_records import MIN_RECORDS, FixedSizeRecords, packed
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -121,3 +123,66 @@ def test_mp_prefetch_workers_read_every_record_of_a_list_source(make):
     finally:
         iterator.close()
     _check(made, records)
+
+
+class HoldsRecordsInPlace(grain.MapTransform):
+    """Any record -> whether this process holds a list's records as one buffer."""
+
+    def map(self, record: bytes) -> bool:
+        return any(type(held) is FixedSizeRecords for held in gc.get_objects())
+
+
+@pytest.mark.parametrize("make, in_place", [(_fixed_records, True), (_mixed_records, False)])
+def test_workers_of_both_apis_keep_records_of_one_length_in_their_buffer(make, in_place):
+    records = make()
+    loader = grain.DataLoader(
+        data_source=records,
+        sampler=grain.IndexSampler(len(records), grain.NoSharding(), num_epochs=1),
+        operations=[HoldsRecordsInPlace()],
+        worker_count=1,
+    )
+    with iter(loader) as iterator:
+        assert next(iterator) is in_place
+    dataset = grain.MapDataset.source(records).map(HoldsRecordsInPlace()).to_iter_dataset()
+    iterator = iter(dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=1)))
+    try:
+        assert next(iterator) is in_place
+    finally:
+        iterator.close()
+    assert not any(type(held) is FixedSizeRecords for held in gc.get_objects())  # not here
+
+
+def test_sequential_slices_of_records_in_place_read_as_the_list_would():
+    records = _fixed_records()
+
+    def read(source):
+        dataset = grain.MapDataset.source(source).to_iter_dataset()
+        options = grain.MultiprocessingOptions(num_workers=2)
+        iterator = iter(dataset.mp_prefetch(options, sequential_slice=True))
+        try:
+            return list(iterator)
+        finally:
+            iterator.close()
+
+    assert read(records) == read(tuple(records))  # a tuple pickles as it is
+
+
+def test_records_in_place_index_slice_and_read_blocks_as_the_list_does():
+    records = _fixed_records()
+    data = b"".join(records)
+    view = FixedSizeRecords(data, 16, len(records))
+    assert len(view) == len(records)
+    for key in (0, 1, 4096, -1, -len(records), len(records) - 1):
+        assert view[key] == records[key]
+    for bad in (len(records), -len(records) - 1):
+        with pytest.raises(IndexError):
+            view[bad]
+    for part in (slice(10, 20), slice(-5, None), slice(None, 3), slice(7, 2), slice(1, 40, 3)):
+        assert list(view[part]) == records[part]
+    assert type(view[10:20]) is FixedSizeRecords
+    keys = [5, 0, -1, 4095, 5]
+    assert view.__getitems__(keys) == [records[k] for k in keys]
+    assert {type(record) for record in view.__getitems__(keys)} == {bytes}
+    assert pickle.loads(pickle.dumps(view)) == records  # outside a worker: a list again
+    with pytest.raises(ValueError, match="not 3 records of 16 bytes"):
+        FixedSizeRecords(bytes(47), 16, 3)

@@ -1,4 +1,5 @@
-"""Worker processes never see an accelerator unless ``hide_accelerators_in_workers`` is False.
+"""Worker processes never see an accelerator unless ``hide_accelerators_in_workers`` is False,
+and run numpy's BLAS on one thread unless the environment sets a thread count.
 
 Each test reads the environment of a real worker process: a transform returns the variables it
 sees in ``os.environ``.
@@ -12,7 +13,7 @@ import pytest
 
 import grainlite as grain
 from grainlite import config
-from grainlite.engine.process_group import HIDDEN_ACCELERATORS
+from grainlite.engine.process_group import BLAS_THREAD_VARIABLES, HIDDEN_ACCELERATORS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -88,3 +89,43 @@ def test_the_option_takes_only_a_bool(parent_sees_accelerators):
         "pass False to let worker processes see accelerators."
     )
     assert isinstance(caught.value, TypeError)
+
+
+class ReadBlasThreads(grain.MapTransform):
+    """Any record -> the BLAS thread variables of the process that runs the transform."""
+
+    def map(self, record: int) -> dict[str, str | None]:
+        return {name: os.environ.get(name) for name in BLAS_THREAD_VARIABLES}
+
+
+def worker_blas_threads() -> dict[str, str | None]:
+    loader = grain.DataLoader(
+        data_source=grain.RangeDataSource(0, 1, 1),
+        sampler=grain.IndexSampler(1, grain.NoSharding(), num_epochs=1),
+        operations=[ReadBlasThreads()],
+        worker_count=1,
+    )
+    with iter(loader) as iterator:
+        return next(iterator)
+
+
+@pytest.fixture
+def no_blas_threads_chosen(monkeypatch):
+    for name in BLAS_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_worker_runs_blas_on_one_thread_by_default(no_blas_threads_chosen):
+    assert worker_blas_threads() == {
+        "OPENBLAS_NUM_THREADS": "1", "GOTO_NUM_THREADS": None, "OMP_NUM_THREADS": None,
+    }  # fmt: skip
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+@pytest.mark.parametrize("chosen", BLAS_THREAD_VARIABLES)
+def test_a_blas_thread_count_set_in_the_environment_is_kept(
+    no_blas_threads_chosen, monkeypatch, chosen
+):
+    monkeypatch.setenv(chosen, "3")
+    expected = dict.fromkeys(BLAS_THREAD_VARIABLES, None) | {chosen: "3"}
+    assert worker_blas_threads() == expected

@@ -27,18 +27,23 @@ class Channel:
         return self._fd
 
     def send_bytes(self, data: bytes) -> None:
-        """Sends one message."""
-        view = memoryview(_HEADER.pack(len(data)) + data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        """Sends one message (its length, then ``data`` itself: a large pipeline is not copied)."""
+        parts = [memoryview(_HEADER.pack(len(data))), memoryview(data)]
+        while parts:
+            written = os.writev(self._fd, parts)
+            while parts and written >= len(parts[0]):
+                written -= len(parts.pop(0))
+            if parts:
+                parts[0] = parts[0][written:]
 
-    def recv_bytes(self) -> bytes:
-        """Blocks until one whole message has arrived, and returns it."""
+    def recv_bytes(self) -> bytearray:
+        """Blocks until one whole message has arrived, and returns it (the buffer it was read
+        into: every reader unpickles it, and a copy into ``bytes`` would cost a large
+        pipeline's size once more)."""
         (size,) = _HEADER.unpack(self._read_exactly(_HEADER.size))
         return self._read_exactly(size)
 
-    def _read_exactly(self, size: int) -> bytes:
+    def _read_exactly(self, size: int) -> bytearray:
         buffer = bytearray(size)
         view, done = memoryview(buffer), 0
         while done < size:
@@ -46,7 +51,7 @@ class Channel:
             if count == 0:
                 raise EOFError("the other end of the channel has closed")
             done += count
-        return bytes(buffer)
+        return buffer
 
     def poll(self) -> bool:
         """True if a message (or the end of the channel) is waiting to be read."""

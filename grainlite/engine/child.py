@@ -26,6 +26,7 @@ from grainlite.engine import transport
 from grainlite.engine.channel import Channel
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.malloc import limit_arenas
+from grainlite.engine.packed_records import read_records_in_place
 from grainlite.engine.pipeline import WorkerPipeline
 from grainlite.engine.protocol import (
     REPORT_EVERY_S,
@@ -239,6 +240,7 @@ def main() -> None:
     while this interpreter started would already read as pid 1, and the worker would never see
     it go."""
     limit_arenas()  # before any thread starts (see grainlite.engine.malloc)
+    read_records_in_place()  # a large list of records stays one buffer (see packed_records)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # The parent sends SIGUSR1 when this worker is silent for long: print every thread's stack.
     faulthandler.register(signal.SIGUSR1, all_threads=True)

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +65,27 @@ def hidden_accelerators() -> dict[str, str]:
     )
 
 
+# The variables OpenBLAS (numpy's BLAS) reads for its thread count, in its order of precedence.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def single_threaded_blas(environ: Mapping[str, str]) -> dict[str, str]:
+    """``OPENBLAS_NUM_THREADS=1``, or {} where ``environ`` already sets a BLAS thread count.
+
+    numpy's OpenBLAS starts a thread per CPU as numpy is imported, in every worker: W workers
+    bring W x CPUs threads, and on 2 CPUs the start-up alone cost each worker 0.07 s more CPU
+    and the first batch 0.07 s more wall time (``benchmarks.startup``'s probe). A worker runs
+    one pipeline in its main thread, so its BLAS runs on one thread, as PyTorch's DataLoader
+    runs its workers' own operations; a count set in the environment is kept.
+    """
+    if any(name in environ for name in BLAS_THREAD_VARIABLES):
+        return {}
+    return {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def worker_environment() -> dict[str, str]:
-    """The environment of a worker: the parent's, its import path, and accelerators hidden.
+    """The environment of a worker: the parent's, its import path, accelerators hidden and BLAS
+    on one thread (:func:`single_threaded_blas`).
 
     Accelerators stay visible when ``grain.config.update("hide_accelerators_in_workers", False)``
     was called (or ``GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS=0`` is set).
@@ -74,6 +93,7 @@ def worker_environment() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = import_path()
     env.update(hidden_accelerators())
+    env.update(single_threaded_blas(os.environ))
     return env
 
 
