@@ -399,12 +399,17 @@ def fuzzed_states(tmp: Path, workers: int) -> str:
             except grain.GrainliteError as error:
                 assert isinstance(error, ValueError), f"{name}: {error!r}"
                 longest = max(longest, len(str(error)))
+                refused = True
             else:
                 accepted += 1  # a mutation can leave a valid state; it must then read on
+                refused = False
+            # Only set_state is timed: reading on (below) waits for the workers, and their start
+            # on a loaded 2-core machine says nothing of how a hostile state is parsed.
+            slowest = max(slowest, time.monotonic() - started)
+            if not refused:
                 remaining = list(iterator)
                 assert set(remaining) <= set(range(20)), name
-            slowest = max(slowest, time.monotonic() - started)
-    assert slowest < 2, f"a hostile state took {slowest:.2f} s"
+    assert slowest < 2, f"a hostile state took {slowest:.2f} s to accept or refuse"
     assert longest < 2000, f"an error message is {longest} characters long"
     return (
         f"65 hostile states: {65 - accepted} refused with a ValueError (messages at most "
