@@ -134,6 +134,12 @@ _STEPS = r"""
 import json, os, pickle, sys, time
 began, cpu0 = time.time(), time.process_time()
 import grainlite.engine.child
+try:  # what a worker's main() does before it unpickles (trees that have it)
+    from grainlite.engine.packed_records import read_records_in_place
+except ImportError:
+    pass
+else:
+    read_records_in_place()
 imported, cpu1 = time.time(), time.process_time()
 with open(sys.argv[1], "rb") as file:
     blob, state = pickle.load(file)
@@ -180,7 +186,7 @@ def steps(workload_name: str, api: str, data: str) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".pkl") as file:
         pickle.dump((blob, state), file, pickle.HIGHEST_PROTOCOL)
         file.flush()
-        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        env = _worker_environment()
         done = subprocess.run(
             [sys.executable, "-c", _STEPS, file.name, repr(time.time())], env=env,
             capture_output=True, text=True, check=True,
@@ -192,6 +198,15 @@ def steps(workload_name: str, api: str, data: str) -> dict[str, Any]:
         pickle=pickled, pickle_cpu=pickled_cpu, blob_mb=len(blob) / 2**20, grainlite=grain.__file__
     )
     return result
+
+
+def _worker_environment() -> dict[str, str]:
+    """The environment this tree gives a worker process (its accelerators hidden, its BLAS
+    threads where the tree sets them), for the fresh interpreter that stands in for worker 0."""
+    from grainlite.engine import process_group
+
+    make = getattr(process_group, "worker_environment", None)
+    return make() if make is not None else dict(os.environ, JAX_PLATFORMS="cpu")
 
 
 def _env(tree: Path) -> dict[str, str]:

@@ -273,3 +273,29 @@ def test_the_memory_breakdown_splits_the_peak_by_process_and_a_workers_start_up_
     assert any(row["shm_maps"] >= 1 for row in peak["peak"] if row["role"] == "worker")
     names = [name for name, _, _ in json.loads(steps.read_text())["steps"]]
     assert names == ["interpreter", "import grainlite.engine.child", "unpickle the pipeline"]
+
+
+def test_the_array_record_read_ways_each_read_every_key_and_report_a_rate(
+    tmp_path, capsys, monkeypatch
+):
+    from benchmarks import array_record_reads
+    from benchmarks.datagen import ensure_data, load_records
+
+    path = ensure_data(tmp_path, WORKLOADS["small"], 3000, 0)
+    memory = load_records(path)
+    keys = np.random.default_rng(1).permutation(len(memory))[:2500]
+    seen: list[bytes] = []
+    consume = array_record_reads._consume
+    monkeypatch.setattr(
+        array_record_reads, "_consume", lambda records: (seen.extend(records), consume(records))
+    )
+    runs = array_record_reads.ways(path, keys, memory)
+    for name, run in runs.items():
+        seen.clear()
+        run()
+        if "read only" not in name:  # every record reaches the work, in the keys' order
+            assert seen == [memory[k] for k in keys], name
+    arguments = ["--records", "2000", "--repeats", "1", "--file-records", "3000"]
+    assert array_record_reads.main([*arguments, "--data-dir", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert all(f"| {name} |" in table for name in runs)

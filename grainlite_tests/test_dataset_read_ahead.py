@@ -17,27 +17,10 @@ import pytest
 import grainlite as grain
 from grainlite.cpus import cpu_wait_s as kernel_cpu_wait_s
 from grainlite.dataset import read_ahead
+from grainlite_tests.support.preempted_reads import PreemptedReads
 
 # cpu_timing: the policy under test times this process's reads (scripts/check runs it alone).
 pytestmark = [pytest.mark.timeout(60), pytest.mark.cpu_timing]
-
-
-class BusyReads:
-    """A source whose reads keep the CPU busy for about 100 µs (a decode), recording who read."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.readers: set[str] = set()
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: int) -> int:
-        self.readers.add(threading.current_thread().name)
-        end = time.thread_time() + 100e-6
-        while time.thread_time() < end:
-            pass
-        return index
 
 
 class LargeSlowReads:
@@ -79,14 +62,14 @@ def cpus(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_cpu_bound_reads_in_an_mp_prefetch_worker_stay_in_the_consuming_thread(cpus):
     cpus(4)
     read_ahead.share_cpus(4)  # what each of 4 mp_prefetch workers declares
-    source = BusyReads(700)
+    source = PreemptedReads(700, cpu_s=100e-6)  # a 100 µs decode
     _read(source, 700, threads=8)
     assert source.readers == {threading.current_thread().name}
 
 
 def test_cpu_bound_reads_in_process_use_at_most_the_spare_cpus(cpus):
     cpus(3)  # two CPUs beyond the consuming thread's
-    source = BusyReads(700)
+    source = PreemptedReads(700, cpu_s=100e-6)  # a 100 µs decode
     _read(source, 700, threads=8)
     reader_threads = source.readers - {threading.current_thread().name}
     assert 1 <= len(reader_threads) <= 2, source.readers
@@ -103,26 +86,6 @@ def test_large_elements_are_read_at_most_about_64_mib_ahead(cpus):
             time.sleep(200e-6)  # a consumer that works as long as a read
             ahead.append(source.furthest - consumed)
     assert max(ahead[50:]) <= 2 * (64 << 20) // (4 << 20), max(ahead)
-
-
-class PreemptedReads(BusyReads):
-    """Reads that keep the CPU busy for ``cpu_s`` and then lose ``lost_s`` to other processes
-    holding the CPU: the lost time is slept and counted where the kernel counts a thread's wait
-    for a CPU (``grainlite.cpus.cpu_wait_s``), as on a busy machine."""
-
-    def __init__(self, size: int, cpu_s: float, lost_s: float) -> None:
-        super().__init__(size)
-        self.cpu_s, self.lost_s, self.waited = cpu_s, lost_s, 0.0
-
-    def __getitem__(self, index: int) -> int:
-        self.readers.add(threading.current_thread().name)
-        end = time.thread_time() + self.cpu_s
-        while time.thread_time() < end:
-            pass
-        begin = time.perf_counter()
-        time.sleep(self.lost_s)
-        self.waited += time.perf_counter() - begin
-        return index
 
 
 def test_reads_slowed_by_other_processes_still_count_as_cpu_bound(cpus, monkeypatch):

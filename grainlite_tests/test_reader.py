@@ -13,6 +13,7 @@ from grainlite.cpus import cpu_wait_s as kernel_cpu_wait_s
 from grainlite.loader import reader as reader_module
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.striding import WorkerSlice
+from grainlite_tests.support.preempted_reads import PreemptedReads
 
 # cpu_timing: these tests time this process's reads (scripts/check runs them alone).
 pytestmark = pytest.mark.cpu_timing
@@ -60,49 +61,30 @@ def test_a_short_stream_is_read_in_the_consuming_thread_even_with_threads_config
     assert source.threads == {threading.current_thread().name}
 
 
-class BusySource(SlowSource):
-    """A source whose reads keep the CPU busy for ``cpu_s`` (a decode) and then, with ``lost_s``,
-    lose that long to other processes holding the CPU: slept, and counted in ``waited``, where the
-    kernel counts a thread's wait for a CPU (``grainlite.cpus.cpu_wait_s``)."""
-
-    def __init__(self, size: int, cpu_s: float, lost_s: float = 0.0) -> None:
-        super().__init__(size)
-        self.cpu_s, self.lost_s, self.waited = cpu_s, lost_s, 0.0
-
-    def __getitem__(self, key: int) -> int:
-        self.threads.add(threading.current_thread().name)
-        end = time.thread_time() + self.cpu_s
-        while time.thread_time() < end:
-            pass
-        if self.lost_s:
-            begin = time.perf_counter()
-            time.sleep(self.lost_s)
-            self.waited += time.perf_counter() - begin
-        return key * 3
-
-
 def test_cheap_reads_slowed_by_other_processes_stay_in_the_consuming_thread(monkeypatch):
-    source = BusySource(1500, cpu_s=2e-6, lost_s=100e-6)  # 2 µs of work, 100 µs preempted
+    source = PreemptedReads(
+        1500, cpu_s=2e-6, lost_s=100e-6, scale=3
+    )  # 2 µs of work, 100 µs preempted
     monkeypatch.setattr(reader_module, "cpu_wait_s", lambda: source.waited + kernel_cpu_wait_s())
     monkeypatch.setattr(reader_module, "usable_cpu_count", lambda: 8)
     got = _elements(source, grain.ReadOptions(num_threads=4, prefetch_buffer_size=64))
     assert sorted(got) == [3 * k for k in range(1500)]
-    assert source.threads == {threading.current_thread().name}
+    assert source.readers == {threading.current_thread().name}
 
 
 @pytest.mark.parametrize(("cpus", "most"), [(1, 0), (3, 2)], ids=["no spare cpu", "two spare"])
 def test_cpu_bound_reads_use_at_most_the_spare_cpus(monkeypatch, cpus, most):
-    source = BusySource(1500, cpu_s=100e-6)
+    source = PreemptedReads(1500, cpu_s=100e-6, scale=3)
     monkeypatch.setattr(reader_module, "usable_cpu_count", lambda: cpus)
     got = _elements(source, grain.ReadOptions(num_threads=8, prefetch_buffer_size=64))
     assert got == _elements(SlowSource(1500), grain.ReadOptions(num_threads=0))
-    reader_threads = source.threads - {threading.current_thread().name}
-    assert len(reader_threads) <= most, source.threads
+    reader_threads = source.readers - {threading.current_thread().name}
+    assert len(reader_threads) <= most, source.readers
     assert all(name.startswith("grainlite-reader") for name in reader_threads)
 
 
 def test_cpu_bound_reads_in_a_worker_get_only_its_share_of_the_spare_cpus(monkeypatch):
-    source = BusySource(1500, cpu_s=100e-6)
+    source = PreemptedReads(1500, cpu_s=100e-6, scale=3)
     monkeypatch.setattr(reader_module, "usable_cpu_count", lambda: 4)
     sampler = grain.IndexSampler(1500, grain.NoSharding(), num_epochs=1, seed=3)
     worker = WorkerSlice.of(sampler, shard_index=0, shard_count=1, worker=0, workers=1)
@@ -113,7 +95,7 @@ def test_cpu_bound_reads_in_a_worker_get_only_its_share_of_the_spare_cpus(monkey
         assert len([record for _, chunk in reader for record in chunk]) == 1500
     finally:
         reader.close()
-    assert source.threads == {threading.current_thread().name}
+    assert source.readers == {threading.current_thread().name}
 
 
 class AskedIndices:

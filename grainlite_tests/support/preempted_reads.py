@@ -1,0 +1,37 @@
+"""A source whose reads run on the CPU and then lose time to other processes, as on a busy machine.
+
+Both read-ahead policies (the DataLoader's reader and the Dataset API's ``to_iter_dataset``) time
+a read by its running time: wall time less the thread's wait for a CPU
+(``grainlite.cpus.cpu_wait_s``). The tests of both patch ``cpu_wait_s`` to add
+:attr:`PreemptedReads.waited`, so the time a read sleeps here counts as time the kernel kept it
+off a CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class PreemptedReads:
+    """Records ``key * scale``; each read keeps the CPU busy for ``cpu_s`` (a decode), then sleeps
+    ``lost_s`` and adds it to :attr:`waited`. :attr:`readers` names every thread that read."""
+
+    def __init__(self, size: int, cpu_s: float, lost_s: float = 0.0, scale: int = 1) -> None:
+        self.size, self.cpu_s, self.lost_s, self.scale = size, cpu_s, lost_s, scale
+        self.waited = 0.0
+        self.readers: set[str] = set()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, key: int) -> int:
+        self.readers.add(threading.current_thread().name)
+        end = time.thread_time() + self.cpu_s
+        while time.thread_time() < end:
+            pass
+        if self.lost_s:
+            begin = time.perf_counter()
+            time.sleep(self.lost_s)
+            self.waited += time.perf_counter() - begin
+        return key * self.scale
