@@ -88,6 +88,15 @@ class Where(grain.MapTransform):
         return record, os.getpid()
 
 
+def _loader(records: list[bytes], operation: grain.MapTransform, workers: int) -> grain.DataLoader:
+    return grain.DataLoader(
+        data_source=records,
+        sampler=grain.IndexSampler(len(records), grain.NoSharding(), num_epochs=1),
+        operations=[operation],
+        worker_count=workers,
+    )
+
+
 def _check(made: list[tuple[bytes, int]], records: list[bytes]) -> None:
     assert sorted(record for record, _ in made) == sorted(records)
     assert os.getpid() not in {pid for _, pid in made}
@@ -96,12 +105,7 @@ def _check(made: list[tuple[bytes, int]], records: list[bytes]) -> None:
 @pytest.mark.parametrize("make", [_fixed_records, _mixed_records])
 def test_the_data_loaders_workers_read_every_record_of_a_list_source(make):
     records = make()
-    loader = grain.DataLoader(
-        data_source=records,
-        sampler=grain.IndexSampler(len(records), grain.NoSharding(), num_epochs=1),
-        operations=[Where()],
-        worker_count=2,
-    )
+    loader = _loader(records, Where(), workers=2)
     assert _bytes_objects_in(loader._pipeline.pickled()) < 10
     with iter(loader) as iterator:
         _check(list(iterator), records)
@@ -135,12 +139,7 @@ class HoldsRecordsInPlace(grain.MapTransform):
 @pytest.mark.parametrize("make, in_place", [(_fixed_records, True), (_mixed_records, False)])
 def test_workers_of_both_apis_keep_records_of_one_length_in_their_buffer(make, in_place):
     records = make()
-    loader = grain.DataLoader(
-        data_source=records,
-        sampler=grain.IndexSampler(len(records), grain.NoSharding(), num_epochs=1),
-        operations=[HoldsRecordsInPlace()],
-        worker_count=1,
-    )
+    loader = _loader(records, HoldsRecordsInPlace(), workers=1)
     with iter(loader) as iterator:
         assert next(iterator) is in_place
     dataset = grain.MapDataset.source(records).map(HoldsRecordsInPlace()).to_iter_dataset()

@@ -27,17 +27,21 @@ PARENT_VALUES = {
 
 
 class ReadEnvironment(grain.MapTransform):
-    """Any record -> the accelerator variables of the process that runs the transform."""
+    """Any record -> the variables ``names`` in the process that runs the transform."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
 
     def map(self, record: int) -> dict[str, str | None]:
-        return {name: os.environ.get(name) for name in sorted(PARENT_VALUES)}
+        return {name: os.environ.get(name) for name in self.names}
 
 
-def worker_sees() -> dict[str, str | None]:
+def worker_sees(names: tuple[str, ...] = tuple(sorted(PARENT_VALUES))) -> dict[str, str | None]:
+    """The variables ``names`` (the accelerator ones by default) as a real worker sees them."""
     loader = grain.DataLoader(
         data_source=grain.RangeDataSource(0, 1, 1),
         sampler=grain.IndexSampler(1, grain.NoSharding(), num_epochs=1),
-        operations=[ReadEnvironment()],
+        operations=[ReadEnvironment(names)],
         worker_count=1,
     )
     with iter(loader) as iterator:
@@ -91,24 +95,6 @@ def test_the_option_takes_only_a_bool(parent_sees_accelerators):
     assert isinstance(caught.value, TypeError)
 
 
-class ReadBlasThreads(grain.MapTransform):
-    """Any record -> the BLAS thread variables of the process that runs the transform."""
-
-    def map(self, record: int) -> dict[str, str | None]:
-        return {name: os.environ.get(name) for name in BLAS_THREAD_VARIABLES}
-
-
-def worker_blas_threads() -> dict[str, str | None]:
-    loader = grain.DataLoader(
-        data_source=grain.RangeDataSource(0, 1, 1),
-        sampler=grain.IndexSampler(1, grain.NoSharding(), num_epochs=1),
-        operations=[ReadBlasThreads()],
-        worker_count=1,
-    )
-    with iter(loader) as iterator:
-        return next(iterator)
-
-
 @pytest.fixture
 def no_blas_threads_chosen(monkeypatch):
     for name in BLAS_THREAD_VARIABLES:
@@ -116,7 +102,7 @@ def no_blas_threads_chosen(monkeypatch):
 
 
 def test_a_worker_runs_blas_on_one_thread_by_default(no_blas_threads_chosen):
-    assert worker_blas_threads() == {
+    assert worker_sees(BLAS_THREAD_VARIABLES) == {
         "OPENBLAS_NUM_THREADS": "1", "GOTO_NUM_THREADS": None, "OMP_NUM_THREADS": None,
     }  # fmt: skip
     assert "OPENBLAS_NUM_THREADS" not in os.environ
@@ -128,4 +114,4 @@ def test_a_blas_thread_count_set_in_the_environment_is_kept(
 ):
     monkeypatch.setenv(chosen, "3")
     expected = dict.fromkeys(BLAS_THREAD_VARIABLES, None) | {chosen: "3"}
-    assert worker_blas_threads() == expected
+    assert worker_sees(BLAS_THREAD_VARIABLES) == expected
