@@ -185,3 +185,9 @@ def test_records_in_place_index_slice_and_read_blocks_as_the_list_does():
     assert pickle.loads(pickle.dumps(view)) == records  # outside a worker: a list again
     with pytest.raises(ValueError, match="not 3 records of 16 bytes"):
         FixedSizeRecords(bytes(47), 16, 3)
+
+
+def test_a_source_read_in_place_is_named_as_the_list_it_stands_for():
+    records = _fixed_records()
+    in_place = FixedSizeRecords(b"".join(records), 16, len(records))
+    assert str(grain.MapDataset.source(in_place)) == str(grain.MapDataset.source(records))

@@ -19,7 +19,7 @@ import numpy as np
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, empty_read, wrapped_keys
 from grainlite.dataset.base import MapDataset
-from grainlite.engine.packed_records import PicklesRecordsPacked
+from grainlite.engine.packed_records import FixedSizeRecords, PicklesRecordsPacked
 from grainlite.errors import NotSequentialSliceError
 from grainlite.sources.protocol import read_many
 
@@ -123,7 +123,9 @@ class SourceMapDataset(PicklesRecordsPacked, MapDataset):
             self._source = _Window(source, start, stop)
 
     def __str__(self) -> str:
-        return f"SourceMapDataset(source={type(self._source).__name__})"
+        # A worker reads a list's records in place (FixedSizeRecords): it names the list still.
+        kind = "list" if type(self._source) is FixedSizeRecords else type(self._source).__name__
+        return f"SourceMapDataset(source={kind})"
 
 
 class RangeMapDataset(MapDataset[int]):
