@@ -370,6 +370,32 @@ def test_save_args_hold_the_state_of_the_moment_they_are_made(tmp_path):
     assert (tmp_path / "process_0-of-1.json").read_bytes() == at_args
 
 
+@pytest.mark.timeout(30)
+def test_a_save_writes_into_the_folder_orbax_creates_later_and_never_creates_it(
+    tmp_path, monkeypatch
+):
+    import threading
+
+    from grainlite.checkpoint import orbax as handler_module
+
+    handler = grain.GrainCheckpointHandler()
+    folder = tmp_path / "2.orbax-checkpoint-tmp" / "loader"
+    with iter(make_loader()) as iterator:
+        take(iterator, 1)
+        args = grain.GrainCheckpointSave(iterator)
+    # Orbax makes the folder in the background, after the handler was called.
+    maker = threading.Timer(0.3, lambda: folder.mkdir(parents=True))
+    maker.start()
+    handler.save(folder, args=args)
+    maker.join()
+    assert (folder / "process_0-of-1.json").read_bytes() == args.state
+    monkeypatch.setattr(handler_module, "_FOLDER_WAIT_S", 0.2)
+    missing = tmp_path / "never-made"
+    with pytest.raises(GrainliteValueError, match="did not appear within"):
+        handler.save(missing, args=args)
+    assert not missing.exists()
+
+
 # Dataset-API iterators --------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import stat
+import time
 from typing import Any
 
 from grainlite._optional import require
@@ -192,6 +193,34 @@ def _restore_from_every_file(iterator: Any, directory: Any, saved: int) -> None:
         raise
 
 
+# How long a save waits for Orbax to create the item's folder before it says so.
+_FOLDER_WAIT_S = 120.0
+
+
+def _await_folder(directory: Any) -> None:
+    """Returns once ``directory`` exists; the handler never creates it.
+
+    Orbax creates an item's temporary folder itself, by default in the background
+    (``create_directories_asynchronously``), and removes a folder it finds already there before
+    it makes its own. A handler that made the folder could write its file into one that Orbax
+    then replaces: with two JAX processes on a busy machine the save committed without the file
+    (a lost checkpoint, found only at restore). Grain's handler does not create it either (its
+    write fails instead). The wait is a poll, 1 ms growing to 50 ms between looks.
+    """
+    deadline = time.monotonic() + _FOLDER_WAIT_S
+    pause = 0.001
+    while not directory.exists():
+        if time.monotonic() > deadline:
+            raise GrainliteValueError(
+                f"The checkpoint folder {str(directory)[:200]} did not appear within "
+                f"{_FOLDER_WAIT_S:.0f} s: Orbax creates it before the handler writes. Save "
+                f"through an Orbax Checkpointer or CheckpointManager, or create the folder "
+                f"first when calling the handler yourself."
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 class CheckpointHandler(ocp.CheckpointHandler):  # type: ignore[name-defined,misc]
     """Writes and reads one JSON file per JAX process with the iterator's ``get_state()``.
 
@@ -208,7 +237,7 @@ class CheckpointHandler(ocp.CheckpointHandler):  # type: ignore[name-defined,mis
         if state is None:
             state = encode_state(item if item is not None else args.item)
         index, count = process_layout()
-        directory.mkdir(parents=True, exist_ok=True)
+        _await_folder(directory)
         (directory / state_file_name(index, count)).write_text(state.decode())
 
     def restore(self, directory: Any, item: Any = None, args: Any = None) -> Any:
