@@ -24,6 +24,8 @@ from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
 
 __all__ = ["RayWorkers"]
 
+DEFAULT_CONNECT_TIMEOUT_S = 15.0  # grainlite.ray.connect's bound on reaching the cluster
+
 
 class RayWorkers:
     """A worker backend: ``num_workers`` Ray actors instead of local worker processes.
@@ -33,13 +35,18 @@ class RayWorkers:
         do, so the elastic rules apply when it changes).
       address: the Ray cluster to use when this process is not connected yet (``"auto"``,
         ``"ray://host:10001"``, ``"host:6379"``); None: the running one (``ray.init()``: the
-        cluster of ``RAY_ADDRESS`` or of ``ray start`` on this machine, else a new local one).
+        cluster of ``RAY_ADDRESS`` or of ``ray start`` on this machine, else a new local one);
+        ``"local"``: a fresh local instance, whatever else runs.
       resources: what each actor asks of Ray, e.g. ``{"CPU": 2, "data_node": 1}`` (a custom
         resource that only the CPU machines declare keeps every worker off the training
         node). ``CPU`` defaults to 1.
       runtime_env: Ray's runtime environment for the actors (``working_dir``, ``pip``, ...). Its
         ``env_vars`` are added to the worker environment (accelerators hidden, this process's
         import path), as local workers get it.
+      connect_timeout_s: how long connecting to the cluster may take (seconds > 0). An address
+        that does not answer in time (a ``ray start`` whose head is gone, a wrong address) is a
+        :class:`~grainlite.errors.ClusterConnectionError` naming it, where it came from and the
+        fix, where ``ray.init()`` itself would wait without end.
     """
 
     def __init__(
@@ -48,6 +55,7 @@ class RayWorkers:
         address: str | None = None,
         resources: Mapping[str, float] | None = None,
         runtime_env: Mapping[str, Any] | None = None,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     ) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise GrainliteValueError(
@@ -58,6 +66,15 @@ class RayWorkers:
             raise GrainliteTypeError(
                 f"RayWorkers(address=...) must be a string such as 'auto' or "
                 f"'ray://host:10001', or None; got {shown(address)}."
+            )
+        if (
+            isinstance(connect_timeout_s, bool)
+            or not isinstance(connect_timeout_s, int | float)
+            or not connect_timeout_s > 0
+        ):
+            raise GrainliteValueError(
+                f"RayWorkers(connect_timeout_s=...) must be a number of seconds > 0, got "
+                f"{shown(connect_timeout_s)}."
             )
         needs = {"CPU": 1.0, **dict(resources or {})}
         for name, amount in needs.items():
@@ -71,6 +88,7 @@ class RayWorkers:
         self.address = address
         self.resources = needs
         self.runtime_env = dict(runtime_env or {})
+        self.connect_timeout_s = float(connect_timeout_s)
 
     def group(self, count: int, tag: str) -> Any:
         """The engine's worker group for ``count`` actors (see WorkerStream's ``backend``)."""

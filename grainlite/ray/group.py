@@ -29,6 +29,7 @@ from grainlite.engine.process_group import hidden_accelerators, import_path
 from grainlite.engine.protocol import ToParent, ToWorker
 from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
 from grainlite.ray.actor import TAKES_IN_FLIGHT, WorkerActor, unpack
+from grainlite.ray.connect import connect
 from grainlite.ray.health import ClusterHealth
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -72,10 +73,10 @@ class RayGroup:
         return bool(self._actors)
 
     def start(self) -> None:
-        """Connects to Ray (``ray.init`` if needed) and creates the actors; returns at once."""
+        """Connects to Ray (``ray.init`` if needed, bounded: see :mod:`grainlite.ray.connect`) and
+        creates the actors; returns at once."""
         ray = _ray()
-        if not ray.is_initialized():
-            ray.init(address=self._spec.address, log_to_driver=True)
+        connect(ray, self._spec.address, self._spec.connect_timeout_s)
         needs = dict(self._spec.resources)
         _check_placeable(ray, needs)
         runtime_env = dict(self._spec.runtime_env)
