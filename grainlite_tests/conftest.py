@@ -1,10 +1,12 @@
-"""Fixtures shared by every test: each test must leave no child process and no shared memory."""
+"""Fixtures shared by every test: each test must leave no child process, no shared memory, and no
+Ray process or Ray file."""
 
 from __future__ import annotations
 
 import gc
 import multiprocessing.resource_tracker
 import os
+import shutil
 import signal
 import sys
 import time
@@ -19,6 +21,13 @@ from grainlite import shm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 from leak_check import live_children as child_processes
+
+from grainlite_tests.support import ray_state
+
+# RAY_TMPDIR of this test session (made at its start unless the user set one, removed at its end):
+# a Ray instance a test starts without a temp dir of its own writes here, never to /tmp/ray, and
+# the leak fixtures fail the test that leaves anything here.
+_session_ray_dir: str | None = None
 
 
 def own_segments() -> set[str]:
@@ -37,6 +46,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # multiprocessing's resource tracker (started by the grain peer and by spawn) lives as long as
     # the test session; start it first so that no test is blamed for it.
     multiprocessing.resource_tracker.ensure_running()
+    # Ray: every process the tests start carries this run's tag (see ray_state), and Ray's files
+    # go to a temp dir of this session's own.
+    global _session_ray_dir
+    ray_state.tag_this_run()
+    if "RAY_TMPDIR" not in os.environ:
+        _session_ray_dir = os.environ["RAY_TMPDIR"] = ray_state.make_short_dir("glrays")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _session_ray_dir is not None:
+        shutil.rmtree(_session_ray_dir, ignore_errors=True)
 
 
 # scripts/check runs the suite in two processes (pytest-xdist, ``-n 2 --dist loadgroup``). Each
@@ -68,11 +88,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(xdist_group_of(Path(item.path))))
 
 
+def ray_leftovers(processes_before: set[int]) -> tuple[set[int], list[str]]:
+    """Ray processes of this run not in ``processes_before``, and Ray files in the session's
+    RAY_TMPDIR, waiting up to 20 s for processes that are ending (Ray stops its daemons in the
+    background)."""
+    deadline = time.monotonic() + 20.0
+    while True:
+        processes = ray_state.ray_processes() - processes_before
+        files = ray_state.ray_files(_session_ray_dir)
+        if (not processes and not files) or time.monotonic() > deadline:
+            return processes, files
+        time.sleep(0.2)
+
+
+def fail_on_ray_leftovers(processes: set[int], files: list[str], what: str) -> None:
+    if processes or files:
+        shown = [ray_state.describe(pid) for pid in sorted(processes)]
+        pytest.fail(
+            f"{what} left Ray behind: processes {shown}, files {files} (keep a Ray instance's "
+            f"files in a temp dir of the test's own, grainlite_tests.support.ray_state."
+            f"private_ray_tmpdir, and shut it down)"
+        )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_leaves_no_ray():
+    """Fails the module (at its last test's teardown) if its fixtures leave a Ray instance's
+    processes or files behind (a module-wide Ray instance lives across its tests)."""
+    before = ray_state.ray_processes()
+    yield
+    fail_on_ray_leftovers(*ray_leftovers(before), "this test module")
+
+
 @pytest.fixture(autouse=True)
 def leaves_no_processes_or_shared_memory():
-    """Fails the test if it leaves a child process or a /dev/shm segment of this process behind."""
+    """Fails the test if it leaves a child process or a /dev/shm segment of this process behind,
+    or (when no Ray ran before it) a Ray process or Ray file."""
     children_before, segments_before = child_processes(), own_segments()
+    ray_before = ray_state.ray_processes()
+    ray_files_before = ray_state.ray_files(_session_ray_dir)
     yield
+    if not ray_before and not ray_files_before:  # else the module's instance: checked at its end
+        fail_on_ray_leftovers(*ray_leftovers(set()), "this test")
     children = child_processes() - children_before
     segments = own_segments() - segments_before
     if not children and not segments:

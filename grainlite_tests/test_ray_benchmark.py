@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from grainlite_tests.support.ray_state import private_ray_tmpdir
+
 pytest.importorskip("ray", reason="the ray extra (pip install 'grainlite[ray]')")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +29,8 @@ def test_a_short_ray_benchmark_run_prints_both_backends_and_both_ratios(tmp_path
         "--seconds=0.5",
         f"--data-dir={tmp_path}",
     ]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=280)
+    with private_ray_tmpdir():  # the benchmark's Ray instance writes its files there
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {}
     for line in result.stdout.splitlines():

@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 from leak_check import alive
 
+from grainlite_tests.support.ray_state import private_ray_tmpdir
 from grainlite_tests.support.waiting import wait_until_gone
 
 pytest.importorskip("ray", reason="the ray extra (pip install 'grainlite[ray]')")
@@ -163,6 +164,14 @@ outcome["closed"] = time.monotonic() - began
 say(**outcome)
 sys.stdin.readline()  # the test has looked for the actors
 """
+
+
+@pytest.fixture(autouse=True)
+def private_ray_files():
+    """Each test's clusters and drivers (which inherit RAY_TMPDIR) keep Ray's files in a temp dir
+    of the test's own, removed after it (a killed head leaves its ray_current_cluster file)."""
+    with private_ray_tmpdir():
+        yield
 
 
 def report(process: subprocess.Popen[str]) -> dict:

@@ -15,6 +15,7 @@ import grainlite as grain
 from grainlite.errors import GrainliteValueError, WorkerDiedError
 from grainlite.ray import RayWorkers
 from grainlite_tests.support import ray_pipelines as rp
+from grainlite_tests.support.ray_state import private_ray_tmpdir
 
 ray = pytest.importorskip("ray", reason="the ray extra (pip install 'grainlite[ray]')")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -27,17 +28,18 @@ ON_THE_CPU_NODE = {"data_node": 1}
 
 @pytest.fixture(scope="module", autouse=True)
 def two_nodes():
-    cluster = cluster_utils.Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
-    )
-    try:
-        cpu_node = cluster.add_node(num_cpus=2, resources={"data_node": 2})
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address)
-        yield cluster, cpu_node
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    # The head writes ray_current_cluster, and the nodes their sessions, in a private temp dir.
+    with private_ray_tmpdir():
+        cluster = cluster_utils.Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+        )
+        try:
+            cpu_node = cluster.add_node(num_cpus=2, resources={"data_node": 2})
+            cluster.wait_for_nodes()
+            yield cluster, cpu_node
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +50,11 @@ def records(tmp_path_factory):
 
 
 def test_workers_that_ask_for_the_cpu_nodes_resource_run_only_there(two_nodes):
-    _, cpu_node = two_nodes
+    cluster, cpu_node = two_nodes
     ds = grain.MapDataset.range(6).map(rp.node_of).to_iter_dataset()
-    backend = RayWorkers(2, resources=ON_THE_CPU_NODE)
+    # The loader connects this process to the cluster (its address answers within the bound);
+    # later tests find it connected.
+    backend = RayWorkers(2, resources=ON_THE_CPU_NODE, address=cluster.address)
     seen = list(ds.mp_prefetch(OPTIONS, backend=backend))
     assert [int(e["element"]) for e in seen] == list(range(6))
     assert {e["node"] for e in seen} == {cpu_node.node_id}

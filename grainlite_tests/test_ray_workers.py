@@ -2,7 +2,8 @@
 as Ray actors give the elements, order and states of local worker processes; states restore
 across the two backends; dead actors are named; close and garbage collection end the actors.
 
-One Ray instance (2 CPUs, no dashboard) serves the whole module; each loader starts its actors.
+One Ray instance (2 CPUs, no dashboard, its files in a private temp dir) serves the whole module;
+each loader starts its actors.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from grainlite.errors import (
 )
 from grainlite.ray import RayWorkers
 from grainlite_tests.support import ray_pipelines as rp
+from grainlite_tests.support.ray_state import private_ray_tmpdir
 from grainlite_tests.support.waiting import wait_until_gone
 
 ray = pytest.importorskip("ray", reason="the ray extra (pip install 'grainlite[ray]')")
@@ -38,9 +40,10 @@ OPTIONS = grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2)
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance():
-    ray.init(address="local", num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
+    with private_ray_tmpdir():  # the instance's files go there, and go with it
+        ray.init(address="local", num_cpus=2, include_dashboard=False)
+        yield
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
