@@ -9,6 +9,7 @@ each loader starts its actors.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import subprocess
@@ -154,6 +155,41 @@ def test_large_arrays_from_ray_workers_arrive_as_read_only_views_of_the_object_s
     for i, array in enumerate(got):
         assert array.shape == (256, 1024) and array.dtype == np.float32 and (array == i).all()
         assert not array.flags.writeable  # Ray's shared memory, not a private copy
+
+
+# The worker count on a live iterator ------------------------------------------------------------
+def test_ray_workers_2_to_3_to_1_on_a_live_iterator_give_every_record_exactly_once():
+    half_a_cpu = RayWorkers(2, resources={"CPU": 0.5})  # 3 actors fit the module's 2 CPUs
+    it = iter(rp.numbers_loader(120, backend=half_a_cpu))
+    run = rp.run_with_states(it, 4)
+    old = it._stream.pids()
+    run += rp.take_changing_workers(it, [(3, 5)])
+    assert len(it._stream.pids()) == 3 and wait_until_gone(old) == []  # the old actors ended
+    assert json.loads(run[-1][1])["worker_count"] == 3
+    saved = run[-1][1]
+    run += rp.take_changing_workers(it, [(1, -1)])
+    pids = it._stream.pids() if it._stream is not None else []
+    it.close()
+    assert wait_until_gone(pids) == []
+    kept = [x for x in range(120) if x % 5 != 0]
+    assert sorted(int(x) for batch, _ in run for x in np.asarray(batch).ravel()) == kept
+    # The state taken at 3 actors restores onto 3 local workers and 3 actors alike, and the
+    # rest completes the records delivered before it.
+    with iter(rp.numbers_loader(120, worker_count=3)) as local:
+        local.set_state(saved)
+        rest = rp.run_with_states(local)
+    with iter(rp.numbers_loader(120, backend=RayWorkers(3, resources={"CPU": 0.5}))) as on_ray:
+        on_ray.set_state(saved)
+        rp.assert_same_run(rp.run_with_states(on_ray), rest)
+    before = [int(x) for batch, _ in run[:9] for x in np.asarray(batch).ravel()]
+    assert sorted(before + [int(x) for b, _ in rest for x in np.asarray(b).ravel()]) == kept
+
+
+def test_an_mp_prefetch_iterator_on_ray_refuses_another_worker_count():
+    with iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2))) as it:
+        next(it)
+        with pytest.raises(GrainliteValueError, match="cannot move onto another worker count"):
+            it.set_num_workers(3)
 
 
 # Faults and ownership --------------------------------------------------------------------------

@@ -7,6 +7,8 @@ parent merges their outputs round-robin).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,7 @@ from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,
     LoaderClosedError,
+    shown,
 )
 from grainlite.loader.arguments import (
     check_source,
@@ -178,7 +181,8 @@ class DataLoaderIterator(IteratorShell, Iterator[Any]):
 
     def __init__(self, loader: DataLoader, state: bytes | None = None) -> None:
         self._loader = loader
-        self._layout = loader._layout
+        self._layout = loader._layout  # this iterator's own after set_num_workers
+        self._backend = loader._backend
         self._pipeline = loader._pipeline
         workers = self._layout.workers
         self._init_shell(
@@ -210,7 +214,7 @@ class DataLoaderIterator(IteratorShell, Iterator[Any]):
             self._position,
             self._loader.multiprocessing_options.per_worker_buffer_size,
             self._counters,
-            backend=self._loader._backend,
+            backend=self._backend,
         )
 
     def _closed_error(self) -> BaseException:
@@ -251,6 +255,48 @@ class DataLoaderIterator(IteratorShell, Iterator[Any]):
         valid state.
         """
         self._move_to(elastic.restore(state, self._layout, self._pipeline))
+
+    def set_num_workers(self, num_workers: int) -> None:
+        """Goes on with ``num_workers`` workers: nothing lost or repeated, no new iterator.
+
+        The iterator takes its state after the last element returned, ends its workers, and
+        restores the state onto ``num_workers`` workers by the rules of :meth:`set_state` with
+        another worker count (each record the old workers had not delivered comes exactly once,
+        in the order of the new count). The new workers start now (local processes, or actors of
+        the same ``backend=``, e.g. :class:`grainlite.ray.RayWorkers`, on the cluster's current
+        machines) while the caller goes on; the next ``next()`` returns the element after the
+        last one returned. ``get_state()`` then records the new count. ``0`` (local workers
+        only) runs the pipeline in this process. As :meth:`set_state` does, it moves a stopped
+        or closed iterator too.
+        """
+        count = self._checked_worker_count(num_workers)
+        if count == self._layout.worker_count:
+            return
+        state = self.get_state()
+        self._release()  # the old workers end here; the state above is where they stood
+        layout = dataclasses.replace(self._layout, worker_count=count)
+        position = elastic.restore(state, layout, self._pipeline)
+        self._layout = layout
+        if self._backend is not None:
+            self._backend = copy.copy(self._backend)
+            self._backend.num_workers = count
+        self._counters.worker_count = count
+        self._counters.workers.clear()  # the old workers' snapshots
+        if count:
+            preload()
+        self._move_to(position)
+        if count:
+            self._start_early()
+
+    def _checked_worker_count(self, num_workers: Any) -> int:
+        least = 1 if self._backend is not None else 0
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < least:
+            backend = f" with backend={self._backend!r}" if self._backend is not None else ""
+            raise GrainliteValueError(
+                f"set_num_workers(num_workers=...) needs an int >= {least}{backend}, got "
+                f"{shown(num_workers)}."
+            )
+        return num_workers
 
     def restore_hosts(self, documents: dict[int, Any], hosts: int) -> None:
         """Moves to this host's part of what ``hosts`` hosts left unread: ``documents`` holds each

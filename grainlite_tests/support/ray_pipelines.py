@@ -155,3 +155,33 @@ def assert_same_run(ours: list[tuple[Any, Any]], theirs: list[tuple[Any, Any]]) 
     for (a, state_a), (b, state_b) in zip(ours, theirs):
         assert same(a, b)
         assert state_a == state_b
+
+
+class NotFifth(grain.FilterTransform):
+    """Drops every record that is a multiple of 5."""
+
+    def filter(self, element: Any) -> bool:
+        return int(element) % 5 != 0
+
+
+def numbers_loader(count: int, worker_count: int = 0, backend: Any = None) -> Any:
+    """A DataLoader over the records 0..count-1 (one shuffled epoch): a filter, batches of 4."""
+    sampler = grain.IndexSampler(count, grain.NoSharding(), shuffle=True, num_epochs=1, seed=3)
+    return grain.DataLoader(
+        data_source=list(range(count)),
+        sampler=sampler,
+        operations=[NotFifth(), grain.Batch(4)],
+        worker_count=worker_count,
+        worker_buffer_size=2,
+        backend=backend,
+    )
+
+
+def take_changing_workers(iterator: Any, steps: list[tuple[int, int]]) -> list[Any]:
+    """Batches from ``iterator``: for each (count, n), ``set_num_workers(count)`` then ``n``
+    batches (n < 0: to the end); with the state after each batch, as run_with_states."""
+    out = []
+    for count, n in steps:
+        iterator.set_num_workers(count)
+        out.extend(run_with_states(iterator, None if n < 0 else n))
+    return out

@@ -39,7 +39,7 @@ from grainlite.dataset.next_index import NoNextIndexError
 from grainlite.engine.iterator import IteratorShell
 from grainlite.engine.position import IteratorPosition
 from grainlite.engine.preload import preload
-from grainlite.errors import GrainliteRuntimeError, shown
+from grainlite.errors import GrainliteRuntimeError, GrainliteValueError, shown
 from grainlite.options import MultiprocessingOptions
 from grainlite.stats.counters import ParentCounters
 
@@ -250,6 +250,22 @@ class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
                 self._initial_state,
                 lambda w, entry: self._pipeline.check_state(w, self._workers, entry),
             )
+        )
+
+    def set_num_workers(self, num_workers: int) -> None:
+        """Refuses another worker count: an ``mp_prefetch`` state holds each worker's own
+        iterator state (worker ``w`` reads slice ``w`` of ``num_workers`` of the pipeline), which
+        means nothing to another count. The same count is accepted (nothing changes)."""
+        if num_workers == self._workers and not isinstance(num_workers, bool):
+            return
+        raise GrainliteValueError(
+            f"set_num_workers({shown(num_workers)}) on an mp_prefetch iterator with "
+            f"{self._workers} workers: an mp_prefetch state is one iterator state per worker, "
+            f"each over its own slice of the pipeline, so it cannot move onto another worker "
+            f"count (Grain's mp_prefetch states need the same count too). To change the count "
+            f"while training, load with grain.DataLoader, whose state restores onto any worker "
+            f"count (DataLoaderIterator.set_num_workers); or start a new "
+            f"mp_prefetch(MultiprocessingOptions(num_workers=N)) pipeline from its beginning."
         )
 
     def _get_next_index(self) -> int:
