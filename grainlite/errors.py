@@ -59,7 +59,8 @@ class WorkerDiedError(GrainliteRuntimeError):
 
 
 class ClusterConnectionError(GrainliteRuntimeError, ConnectionError):
-    """This process lost its connection to the Ray cluster running its workers (grainlite.ray)."""
+    """This process lost its connection to the Ray cluster running its workers, or found no Ray
+    cluster answering at the address it was to connect to (grainlite.ray)."""
 
 
 class WorkerTimeoutError(GrainliteRuntimeError, TimeoutError):

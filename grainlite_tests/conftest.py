@@ -28,6 +28,7 @@ from grainlite_tests.support import ray_state
 # a Ray instance a test starts without a temp dir of its own writes here, never to /tmp/ray, and
 # the leak fixtures fail the test that leaves anything here.
 _session_ray_dir: str | None = None
+_SESSION_DIR_VAR = "GRAINLITE_TEST_RAY_TMPDIR"
 
 
 def own_segments() -> set[str]:
@@ -50,12 +51,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # go to a temp dir of this session's own.
     global _session_ray_dir
     ray_state.tag_this_run()
-    if "RAY_TMPDIR" not in os.environ:
+    # (A pytest-xdist worker inherits its controller's dir: it makes its own.)
+    made_by_a_test_session = os.environ.get("RAY_TMPDIR") == os.environ.get(_SESSION_DIR_VAR)
+    if "RAY_TMPDIR" not in os.environ or made_by_a_test_session:
         _session_ray_dir = os.environ["RAY_TMPDIR"] = ray_state.make_short_dir("glrays")
+        os.environ[_SESSION_DIR_VAR] = _session_ray_dir
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _session_ray_dir is not None:
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():  # a test failed for leaving it running:
+            ray.shutdown()  # stop it now, or it writes its session dir again at exit
         shutil.rmtree(_session_ray_dir, ignore_errors=True)
 
 
