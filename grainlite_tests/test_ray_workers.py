@@ -272,9 +272,10 @@ def test_an_elements_array_bytes_travel_out_of_band_and_come_back_as_views_of_th
     import numpy as np
 
     from grainlite.engine.protocol import Element
-    from grainlite.ray.actor import HeapPool, RayWorker, unpack
+    from grainlite.ray.actor import INLINE_BYTES, HeapPool, RayWorker, unpack
 
-    image = np.arange(3 * 64 * 64, dtype=np.float32).reshape(3, 64, 64)
+    image = np.arange(3 * 128 * 128, dtype=np.float32).reshape(3, 128, 128)
+    assert image.nbytes > INLINE_BYTES
     element = {"image": image.transpose(1, 2, 0), "label": np.int64(3), "name": "x"}
     payload = HeapPool().export(element)  # the transposed view becomes C-contiguous, as in a slab
     data, buffers = RayWorker.pack(None, Element(0, {"i": 1}, payload, [], []))  # type: ignore[arg-type]
@@ -286,6 +287,22 @@ def test_an_elements_array_bytes_travel_out_of_band_and_come_back_as_views_of_th
     assert np.shares_memory(got, buffers[0])  # a view of the buffer, no copy
     assert message.state == {"i": 1} and message.payload["name"] == "x"
     assert pickle.loads(pickle.dumps(message.payload["label"])) == 3
+
+
+def test_a_small_elements_array_bytes_travel_as_bytes_inside_the_reply():
+    import numpy as np
+
+    from grainlite.engine.protocol import Element
+    from grainlite.ray.actor import INLINE_BYTES, HeapPool, RayWorker, unpack
+
+    small = np.arange(16 * 10, dtype=np.int64).reshape(16, 10)
+    assert small.nbytes <= INLINE_BYTES
+    payload = HeapPool().export({"ids": small, "name": "x"})
+    data, buffers = RayWorker.pack(None, Element(0, {"i": 1}, payload, [], []))  # type: ignore[arg-type]
+    assert [type(b) for b in buffers] == [bytes] and len(buffers[0]) == small.nbytes
+    got = unpack((data, buffers)).payload["ids"]
+    assert np.array_equal(got, small) and got.dtype == small.dtype
+    assert not got.flags.writeable  # read-only, as arrays from the object store are
 
 
 def test_an_actors_take_calls_answer_in_their_numbered_order_whatever_order_they_run_in():
