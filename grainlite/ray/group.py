@@ -104,7 +104,8 @@ class RayGroup:
             if not ray.is_initialized():  # a Ray call would start a new local instance
                 return -1, "an unknown node"
             try:
-                self._known[worker] = ray.get(self._hello[worker], timeout=1.0)
+                # A dead actor answers at once (an error); a live one under load may take seconds.
+                self._known[worker] = ray.get(self._hello[worker], timeout=10.0)
             except Exception:
                 return -1, "an unknown node"
         return self._known[worker]
