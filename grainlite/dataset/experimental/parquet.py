@@ -28,7 +28,6 @@ from grainlite.dataset.experimental.interleave import (
 )
 from grainlite.errors import GrainliteTypeError
 
-
 _FILES_AT_ONCE = 16  # Grain's cycle_length over several files
 
 
