@@ -248,3 +248,16 @@ def test_interleave_element_spec_is_its_first_datasets_like_grain():
     mine = spec(grain, grain.experimental.get_element_spec)
     theirs = spec(real_grain, grain_dataset.get_element_spec)
     assert (mine.shape, mine.dtype) == (theirs.shape, theirs.dtype) == ((), np.int64)
+
+
+def test_multithread_prefetch_gives_each_thread_every_tth_dataset_like_grain():
+    from grain._src.python.dataset.transformations import prefetch as grain_prefetch
+
+    def elements(lib, multithread_prefetch):
+        name = "grain" if lib is real_grain else "lite"
+        datasets = [_repeated(name, i) for i in range(1, 6)]
+        ds = lib.experimental.InterleaveIterDataset(datasets, cycle_length=2)
+        return list(multithread_prefetch(ds, num_threads=2, buffer_size=2))
+
+    mine = elements(grain, grain.experimental.multithread_prefetch)
+    assert mine == elements(real_grain, grain_prefetch.multithread_prefetch) == _GRAIN_ORDER[2]
