@@ -88,8 +88,8 @@ class MultiprocessingOptions:
             f"got {{value}}; {workers_fix}",
         )
         buffer_fix = (
-            "pass per_worker_buffer_size=N with N >= 1 to keep up to N finished elements ready "
-            "per worker (0 is accepted and works as 1)."
+            "pass per_worker_buffer_size=N with N >= 0 to keep up to N finished elements ready "
+            "per worker (0 works as 1)."
         )
         self.per_worker_buffer_size = int_option(
             self.per_worker_buffer_size,

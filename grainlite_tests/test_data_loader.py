@@ -44,8 +44,8 @@ WORKER_COUNT_FIX = (
     "pass 0 to run in this process, N >= 1 for N worker processes or None for one per usable CPU."
 )
 BUFFER_FIX = (
-    "pass worker_buffer_size=N with N >= 1 to keep up to N finished elements ready per worker "
-    "(0 is accepted and works as 1)."
+    "pass worker_buffer_size=N with N >= 0 to keep up to N finished elements ready per worker "
+    "(0 works as 1)."
 )
 
 

@@ -154,9 +154,16 @@ def test_block_reads_read_each_input_with_one_block_read(combine):
             [MapDataset.range(3), MapDataset.range(3)],
             [1, 0],
             ValueError,
-            "Must specify all non-zero proportions for mixing: every mix weight must be positive "
-            "(got [1, 0]); drop the datasets you do not want to read, or give each a weight "
-            "above 0.",
+            "Must specify all non-zero proportions for mixing: every mix weight must be above 0, "
+            "got [1, 0]; drop the datasets you do not want to read, or give each a weight above "
+            "0.",
+        ),
+        (
+            [MapDataset.range(3), MapDataset.range(3)],
+            [1, -2],
+            ValueError,
+            "every mix weight must be above 0, got [1, -2]; drop the datasets you do not want to "
+            "read, or give each a weight above 0.",
         ),
         (
             [MapDataset.range(3)],
@@ -184,6 +191,7 @@ def test_block_reads_read_each_input_with_one_block_read(combine):
         "no-datasets",
         "empty-dataset",
         "zero-weight",
+        "negative-weight",
         "weight-count",
         "str-weights",
         "not-a-list",

@@ -141,3 +141,38 @@ def test_reading_without_pyarrow_names_the_extra(rows_file, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(MissingExtraError, match=r"pip install 'grainlite\[parquet\]'"):
         next(iter(grain.experimental.ParquetIterDataset(rows_file)))
+
+
+def _small_files(folder, count):
+    paths = []
+    for k in range(count):
+        path = folder / f"part{k:02d}.parquet"
+        pq.write_table(pa.table({"id": [10 * k, 10 * k + 1]}), path)
+        paths.append(str(path))
+    return paths
+
+
+def test_many_files_are_read_sixteen_at_a_time_as_in_grain(tmp_path):
+    paths = _small_files(tmp_path, 18)
+
+    def build(lib):
+        return iter(lib.experimental.ParquetIterDataset(paths))
+
+    elements, states = assert_matches_grain(build, restore_at=[0, 16, 20, 36])
+    ids = [int(dict(element["dict"])["id"][3]) for element in elements]
+    # files 16 and 17 wait until two of the first 16 end
+    assert ids[:32] == [10 * k for k in range(16)] + [10 * k + 1 for k in range(16)]
+    assert len(states[0]["iterators_in_use_indices"]) == 16
+
+
+@pytest.mark.timeout(300)  # two runs of worker processes on a loaded machine
+def test_mp_prefetch_gives_each_worker_every_wth_file_as_in_grain(tmp_path):
+    paths = _small_files(tmp_path, 3)
+
+    def ids(lib):
+        ds = LIBRARIES[lib].experimental.ParquetIterDataset(paths)
+        options = LIBRARIES[lib].MultiprocessingOptions(num_workers=2)
+        return [int(row["id"]) for row in ds.mp_prefetch(options)]
+
+    # worker 0 reads files 0 and 2 round-robin, worker 1 file 1
+    assert ids("lite") == ids("grain") == [0, 10, 20, 11, 1, 21]

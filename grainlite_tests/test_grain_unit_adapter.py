@@ -55,3 +55,45 @@ def test_worker_processes_see_grain_imports_mapped_to_grainlite():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "worker maps grain to grainlite: [True, True]" in result.stdout
+
+
+_CONCRETE_ON_REAL_GRAIN = textwrap.dedent(
+    """
+    import sys
+    import unittest
+
+    from absl import flags
+
+    from grain._src.python.dataset.transformations import interleave_test
+    from grainlite_tests.support import grain_unit_adapter
+
+    if __name__ == "__main__":
+        flags.FLAGS(sys.argv[:1])
+        (concrete,) = grain_unit_adapter.add_concrete_classes(interleave_test)
+        assert interleave_test.InterleaveIterDatasetTest is concrete
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(concrete)
+        result = unittest.TextTestRunner(stream=sys.stdout).run(suite)
+        print("ran", result.testsRun, "failed", len(result.failures) + len(result.errors),
+              "skipped", len(result.skipped))
+    """
+)
+
+
+@pytest.mark.timeout(300)  # 42 tests of the real Grain, one with 3 worker processes
+def test_the_concrete_interleave_class_the_runner_makes_passes_on_the_real_grain(tmp_path):
+    """The subclass made for Grain's abstract interleave test class is the one Grain runs: on
+    the real Grain 0.2.18 (no adapter) every one of its tests passes."""
+    script = tmp_path / "concrete_on_grain.py"
+    script.write_text(_CONCRETE_ON_REAL_GRAIN)
+    env = {k: v for k, v in os.environ.items() if k != "GRAINLITE_GRAIN_UNIT_ADAPTER"}
+    env.update(PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ran 42 failed 0 skipped 0" in result.stdout, result.stdout[-3000:]

@@ -101,8 +101,8 @@ def test_multiprocessing_options_repr_is_grains():
 
 WORKERS_FIX = "pass num_workers=0 to run in this process, or N >= 1 for N worker processes."
 PER_WORKER_FIX = (
-    "pass per_worker_buffer_size=N with N >= 1 to keep up to N finished elements ready per "
-    "worker (0 is accepted and works as 1)."
+    "pass per_worker_buffer_size=N with N >= 0 to keep up to N finished elements ready per "
+    "worker (0 works as 1)."
 )
 
 

@@ -182,16 +182,10 @@ EPOCHS_HINT = (
          "Expected seed of int type. Got seed with type <class 'numpy.int64'>",
          ": np.int64(3); pass an int in [0, 2**32 - 1] as a Python int (int(seed) converts a "
          "numpy integer)."),
-        (lambda m: m.IndexSampler(5, seed=-1), GrainliteValueError,
-         "Seed should be positive 32-bit integer.",
-         " Got -1; pass an int in [0, 2**32 - 1], e.g. seed % 2**32."),
-        (lambda m: m.IndexSampler(5, shuffle=True, seed=2**32), GrainliteValueError,
-         "Seed should be positive 32-bit integer.",
-         " Got 4294967296; pass an int in [0, 2**32 - 1], e.g. seed % 2**32."),
     ],
     ids=["no-records", "negative-records", "no-epochs", "negative-epochs",
          "records-checked-before-epochs",
-         "shuffle-without-seed", "float-seed", "numpy-seed", "negative-seed", "seed-past-32-bits"],
+         "shuffle-without-seed", "float-seed", "numpy-seed"],
 )  # fmt: skip
 def test_bad_arguments_raise_grains_exception_and_text_plus_a_hint(build, kind, grain_text, hint):
     ours, grains = _errors(build)

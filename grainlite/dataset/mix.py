@@ -88,10 +88,11 @@ def integer_proportions(weights: Sequence[Any] | None, count: int) -> tuple[int,
             )
         values.append(float(weight))
     if not all(value > 0 for value in values):
+        # Grain's sentence only where it is true: a weight is 0 (Grain refuses only that here).
+        grains = "Must specify all non-zero proportions for mixing: " if 0.0 in values else ""
         raise GrainliteValueError(
-            f"Must specify all non-zero proportions for mixing: every mix weight must be "
-            f"positive (got {weights!r}); drop the datasets you do not want to read, or "
-            "give each a weight above 0."
+            f"{grains}every mix weight must be above 0, got {weights!r}; drop the datasets you "
+            "do not want to read, or give each a weight above 0."
         )
     scale = 100 / min(values)
     return tuple(int(value * scale) for value in values)

@@ -29,10 +29,10 @@ def resolve_worker_count(worker_count: int | None) -> int:
     )
 
 
-# What to pass for a bad worker_buffer_size: 0 is accepted (as in Grain) and works as 1.
+# What to pass for a bad worker_buffer_size: any N >= 0, as in Grain (0 works as 1).
 _BUFFER_FIX = (
-    "pass worker_buffer_size=N with N >= 1 to keep up to N finished elements ready per worker "
-    "(0 is accepted and works as 1)."
+    "pass worker_buffer_size=N with N >= 0 to keep up to N finished elements ready per worker "
+    "(0 works as 1)."
 )
 
 

@@ -263,9 +263,11 @@ class IndexSampler(_KeyedSampler):
             if not isinstance(seed, int):
                 raise _seed_type_error(seed, "an int in [0, 2**32 - 1]")
             if seed < 0 or seed.bit_length() > 32:
+                # Grain's words ("Seed should be positive 32-bit integer") are false for 0, which
+                # it accepts: the rule is stated as it is.
                 raise GrainliteValueError(
-                    f"Seed should be positive 32-bit integer. Got {seed}; pass an int in "
-                    "[0, 2**32 - 1], e.g. seed % 2**32."
+                    f"IndexSampler seed must be an int in [0, 2**32 - 1], got {seed}; pass an int "
+                    "in that range, e.g. seed % 2**32."
                 )
         self._shuffle = shuffle
         self._num_epochs = num_epochs

@@ -5,7 +5,9 @@
 
 The test files run in place (nothing of Grain is copied) under pytest with the
 ``grainlite_tests.support.grain_unit_adapter`` plugin, which maps Grain's internal module paths to
-grainlite's public names. The files are shared out to ``--jobs`` pytest processes. The run
+grainlite's public names; an abstract test class that the wheel ships without its concrete
+subclass (``grain_unit_lists.CONCRETE_CLASSES``) runs through a subclass the adapter makes. The
+files are shared out to ``--jobs`` pytest processes. The run
 prints the tests it leaves out (each with its reason) and the known failures, then pass/fail
 counts per suite, and exits nonzero when any test that is in neither list fails or errors.
 """
@@ -23,7 +25,13 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from grainlite_tests.support.grain_unit_adapter import grain_wheel_dir, iter_test_files
-from grainlite_tests.support.grain_unit_lists import KNOWN_FAILING, LEFT_OUT, LEFT_OUT_FILES, SUITES
+from grainlite_tests.support.grain_unit_lists import (
+    CONCRETE_CLASSES,
+    KNOWN_FAILING,
+    LEFT_OUT,
+    LEFT_OUT_FILES,
+    SUITES,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,6 +56,10 @@ def _shares(files: list[Path], jobs: int) -> list[list[Path]]:
 
 
 def _print_lists() -> None:
+    print("Abstract test classes the wheel ships alone, run through a subclass made here:")
+    for stem, classes in CONCRETE_CLASSES.items():
+        for base, (concrete, _) in classes.items():
+            print(f"  {stem}::{base} as {stem}::{concrete}")
     print(f"Left out of Grain's unit tests ({len(LEFT_OUT_FILES) + len(LEFT_OUT)}):")
     for key, reason in {**LEFT_OUT_FILES, **LEFT_OUT}.items():
         print(f"  {key}: {reason}")

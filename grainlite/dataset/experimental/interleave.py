@@ -12,25 +12,55 @@ The rule, learned by running Grain 0.2.18 (the elements and the state at every s
 The state has Grain's shape (the same as ``mp_prefetch``'s, which is an interleave too)::
 
     {"next_index_in_cycle": c, "next_index_in_datasets": n, "iterators_in_use_indices": [...],
-     "iterators_in_use_states": [...], "exhausted": [0 or 1 each], "future_states": {}}
+     "iterators_in_use_states": [...], "exhausted": [0 or 1 each], "future_states": {k: state}}
 
-``future_states`` is always empty here: the iterators of the next datasets are made when needed,
-in this thread (Grain's ``num_make_iter_threads`` / ``make_iter_buffer_size`` / ``iter_buffer_size``
-are accepted for compatibility and change nothing in the output). A state from Grain with entries
-there restores too: they are made again from their datasets. ``set_state`` copies what it reads:
-Grain 0.2.18's restored iterator keeps the lists of the state it was given and rewrites them as it
-goes on, so a checkpoint dict restored twice there gives two different streams.
+``future_states`` holds the states of datasets not yet opened (Grain's elastic restore writes
+them): when the interleave opens dataset ``k`` and ``k`` is there, the new iterator starts from that
+state and the entry is dropped, as in Grain. The iterators of the next datasets are made when
+needed, in this thread (Grain's ``num_make_iter_threads`` / ``make_iter_buffer_size`` /
+``iter_buffer_size`` are accepted for compatibility and change nothing in the output).
+``set_state`` copies what it reads: Grain 0.2.18's restored iterator keeps the lists of the state
+it was given and rewrites them as it goes on, so a checkpoint dict restored twice there gives two
+different streams.
+
+``datasets`` may be a ``MapDataset`` of datasets, read lazily as in Grain: dataset ``k`` is made
+(``datasets[k]``, which runs the user's function that builds it) only when the interleave opens it,
+so under ``mp_prefetch`` it is made in the worker that reads it.
+
+Under ``mp_prefetch`` / ``multithread_prefetch`` with ``W`` workers, the interleave takes its share
+itself, as Grain's does (its ``set_slice``): worker ``w`` interleaves ``datasets[w::W]`` with the
+same ``cycle_length``, whether or not ``sequential_slice`` is set, and its inputs are not sliced
+further. A worker whose share has no dataset gives no elements (Grain 0.2.18 fails there with an
+IndexError when there are fewer datasets than workers).
+
+``get_next_index`` / ``set_next_index`` work as in Grain when there is one dataset (the index is
+that dataset's iterator's) and raise ``NotImplementedError`` with Grain's words when there are
+more. After the end, grainlite answers the dataset's own next index where Grain 0.2.18 answers 0
+(and its ``set_next_index`` fails with an AssertionError). The element spec is the first dataset's
+(Grain assumes every input has the same).
 """
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from grainlite.checks import int_option
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.element_spec import get_element_spec
+from grainlite.dataset.next_index import get_next_index, set_next_index
 from grainlite.dataset.options import input_iterator, set_options
-from grainlite.errors import GrainliteTypeError, GrainliteValueError, InterleaveArgumentError
+from grainlite.errors import (
+    GrainliteTypeError,
+    GrainliteValueError,
+    InterleaveArgumentError,
+    NoNextIndexError,
+)
+
+# The datasets an interleave reads: a list (each checked when given) or a MapDataset of datasets
+# (each made and checked when opened).
+Inputs = list[IterDataset] | MapDataset
 
 
 def _as_iter_dataset(dataset: Any, position: int) -> IterDataset:
@@ -50,7 +80,7 @@ class InterleaveIterDataset(IterDataset):
 
     Args:
       datasets: the streams (``IterDataset`` or ``MapDataset``, the latter read in order), e.g.
-        one per file.
+        one per file; or a ``MapDataset`` whose elements are such datasets (made when opened).
       cycle_length: how many datasets are read at once; a positive int.
       num_make_iter_threads: accepted for Grain compatibility; iterators are made in this thread.
       make_iter_buffer_size: accepted for Grain compatibility.
@@ -69,11 +99,17 @@ class InterleaveIterDataset(IterDataset):
         make_iter_buffer_size: int = 1,
         iter_buffer_size: int = 1,
     ) -> None:
-        converted = [_as_iter_dataset(ds, k) for k, ds in enumerate(datasets)]
-        super().__init__(converted)
+        inputs: Inputs
+        if isinstance(datasets, MapDataset):
+            inputs = datasets  # lazy, as in Grain: not parents, so nothing walks into them
+            super().__init__()
+        else:
+            inputs = [_as_iter_dataset(ds, k) for k, ds in enumerate(datasets)]
+            super().__init__(inputs)
+        count = len(inputs)
         arguments = (
             "InterleaveIterDataset needs at least one dataset and cycle_length >= 1 (got "
-            f"{len(converted)} datasets, cycle_length={{value}}); pass a non-empty list and a "
+            f"{count} datasets, cycle_length={{value}}); pass a non-empty list and a "
             "positive cycle_length."
         )
         cycle = int_option(
@@ -84,8 +120,9 @@ class InterleaveIterDataset(IterDataset):
             too_small=arguments,
             too_small_error=InterleaveArgumentError,
         )
-        if not converted:
+        if not count:
             raise InterleaveArgumentError(arguments.format(value=cycle))
+        self._datasets = inputs
         self._cycle_length = cycle
         self._options = (num_make_iter_threads, make_iter_buffer_size, iter_buffer_size)
 
@@ -94,17 +131,31 @@ class InterleaveIterDataset(IterDataset):
     opens_inputs_while_reading: ClassVar[bool] = True
 
     def __iter__(self) -> InterleaveDatasetIterator:
-        return InterleaveDatasetIterator(list(self.parents), self._cycle_length)
+        return InterleaveDatasetIterator(self._datasets, self._cycle_length)
+
+    def set_slice(self, sl: builtins.slice, sequential_slice: bool = False) -> None:
+        """Grain's in-place slicing hook: from now on this node reads ``datasets[sl]`` (a worker's
+        share under ``mp_prefetch``: ``slice(w, None, W)``). As in Grain, ``sequential_slice`` is
+        ignored (the share is strided) and the datasets themselves are not sliced."""
+        del sequential_slice
+        self._datasets = self._datasets[sl]
+        if not isinstance(self._datasets, MapDataset):
+            self._parents = tuple(self._datasets)
+
+    @property
+    def _element_spec(self) -> Any:
+        """The first dataset's spec (Grain assumes every input has the same)."""
+        return get_element_spec(self._datasets[0])
 
     def __str__(self) -> str:
-        count = len(self.parents)
+        count = len(self._datasets)
         return f"InterleaveIterDataset([{count} datasets], cycle_length={self._cycle_length})"
 
 
 class InterleaveDatasetIterator(DatasetIterator):
     """The round-robin over the slots; see the module docstring for the rule and the state."""
 
-    def __init__(self, datasets: list[IterDataset], cycle_length: int) -> None:
+    def __init__(self, datasets: Inputs, cycle_length: int) -> None:
         slots = min(cycle_length, len(datasets))
         self._datasets = datasets
         self._options = set_options()  # the pipeline's, for every input opened later
@@ -114,9 +165,10 @@ class InterleaveDatasetIterator(DatasetIterator):
         self._exhausted = [False] * slots
         self._next_dataset = slots
         self._cycle = 0
+        self._future: dict[int, Any] = {}  # states of datasets not opened yet, by index
 
     def _open(self, index: int) -> DatasetIterator:
-        return input_iterator(self._datasets[index], self._options)
+        return input_iterator(_as_iter_dataset(self._datasets[index], index), self._options)
 
     def _replace(self, slot: int, iterator: DatasetIterator) -> None:
         old = self._iterators[slot]
@@ -127,6 +179,8 @@ class InterleaveDatasetIterator(DatasetIterator):
     def __next__(self) -> Any:
         slots = len(self._iterators)
         iterators, exhausted = self._iterators, self._exhausted
+        if not slots:  # a worker's share without datasets
+            raise StopIteration
         while True:
             slot = self._cycle
             if exhausted[slot]:
@@ -136,6 +190,8 @@ class InterleaveDatasetIterator(DatasetIterator):
                     self._cycle = (slot + 1) % slots
                     continue
                 self._replace(slot, self._open(self._next_dataset))
+                if self._next_dataset in self._future:  # a saved state for it: start there
+                    iterators[slot].set_state(self._future.pop(self._next_dataset))
                 self._indices[slot] = self._next_dataset
                 self._next_dataset += 1
                 exhausted[slot] = False
@@ -156,7 +212,7 @@ class InterleaveDatasetIterator(DatasetIterator):
             "iterators_in_use_indices": list(self._indices),
             "iterators_in_use_states": [it.get_state() for it in self._iterators],
             "exhausted": [int(flag) for flag in self._exhausted],
-            "future_states": {},
+            "future_states": dict(self._future),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -183,7 +239,27 @@ class InterleaveDatasetIterator(DatasetIterator):
         self._indices = list(indices)
         self._exhausted = [bool(flag) for flag in flags]
         self._next_dataset = int(state["next_index_in_datasets"])
-        self._cycle = int(state["next_index_in_cycle"]) % slots
+        self._cycle = int(state["next_index_in_cycle"]) % slots if slots else 0
+        # JSON writes the keys as strings; Grain's own dict has ints.
+        self._future = {int(k): v for k, v in (state.get("future_states") or {}).items()}
+
+    def _only_iterator(self, action: str) -> DatasetIterator:
+        """The one dataset's iterator, for get/set_next_index; Grain's NotImplementedError when
+        there are several datasets (their elements have no single index)."""
+        if len(self._datasets) != 1:
+            raise NoNextIndexError(
+                f"{action} is not supported for InterleaveDatasetIterator with more than one "
+                f"dataset (it reads {len(self._datasets)}): its position is not one element "
+                "index; use get_state() / set_state() instead."
+            )
+        return self._iterators[0]
+
+    def _get_next_index(self) -> int:
+        return get_next_index(self._only_iterator("get_next_index"))
+
+    def _set_next_index(self, index: int) -> None:
+        set_next_index(self._only_iterator("set_next_index"), index)
+        self._exhausted[0] = False  # the one dataset is read again from ``index``
 
     def __str__(self) -> str:
         return f"InterleaveDatasetIterator(slots={len(self._iterators)})"

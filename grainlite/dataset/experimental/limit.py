@@ -31,9 +31,10 @@ class LimitIterDataset(IterDataset):
             1,
             wrong_type="LimitIterDataset count must be an int, got {type} {value}; pass how many "
             "elements to keep (>= 1).",
-            too_small="LimitIterDataset count must be positive, but got {value} (Grain's words: "
-            "Count must be a non-negative integer. Got {value}); pass how many elements to keep "
-            "(>= 1).",
+            # Grain's words ("Count must be a non-negative integer") are false for 0, which it
+            # refuses too: the rule is stated as it is.
+            too_small="LimitIterDataset count must be an int >= 1, got {value}; pass how many "
+            "elements to keep (>= 1).",
         )
 
     def __iter__(self) -> LimitDatasetIterator:

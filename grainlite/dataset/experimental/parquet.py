@@ -8,8 +8,10 @@ with pyarrow's ``to_numpy`` (numbers as numpy scalars, an int column with nulls 
 ``nan``, strings and bytes as Python objects, lists as arrays, structs as dicts).
 
 The state is Grain's ``{"row_group": g, "index_within_row_group": i}`` (``i`` rows of row group
-``g`` delivered). Several paths are read as an :class:`InterleaveIterDataset` with one slot per
-file (Grain's rule), with the interleave's state. pyarrow is imported only when a file is read; it
+``g`` delivered). Several paths are read as an :class:`InterleaveIterDataset` reading up to 16
+files at a time (Grain's rule), with the interleave's state. Under ``mp_prefetch`` with ``W``
+workers, worker ``w`` reads the files ``paths[w::W]`` (Grain's ``set_slice``); a worker left
+without a file gives no rows. pyarrow is imported only when a file is read; it
 comes with ``pip install 'grainlite[parquet]'``.
 """
 
@@ -20,8 +22,13 @@ from typing import Any
 
 from grainlite._optional import require
 from grainlite.dataset.base import DatasetIterator, IterDataset
-from grainlite.dataset.experimental.interleave import InterleaveIterDataset
+from grainlite.dataset.experimental.interleave import (
+    InterleaveDatasetIterator,
+    InterleaveIterDataset,
+)
 from grainlite.errors import GrainliteTypeError
+
+_FILES_AT_ONCE = 16  # Grain's cycle_length over several files
 
 
 class ParquetIterDataset(IterDataset):
@@ -46,8 +53,10 @@ class ParquetIterDataset(IterDataset):
     def __iter__(self) -> DatasetIterator:
         if len(self._paths) == 1:
             return ParquetDatasetIterator(self._paths[0], self._read_kwargs)
+        if not self._paths:  # a worker's share without files
+            return InterleaveDatasetIterator([], _FILES_AT_ONCE)
         files = [ParquetIterDataset(p, **self._read_kwargs) for p in self._paths]
-        return iter(InterleaveIterDataset(files, cycle_length=len(files)))
+        return iter(InterleaveIterDataset(files, cycle_length=_FILES_AT_ONCE))
 
     def set_slice(self, sl: slice, sequential_slice: bool = False) -> None:
         """Keeps only the files ``paths[sl]`` (in place): Grain's hook to share files out."""

@@ -22,7 +22,11 @@ known only once read), grainlite warns when the iterator is made and names the f
 
 The slicing happens in the worker, on its private unpickled copy of the pipeline: each
 ``to_iter_dataset`` node takes its share in place, through its ``set_block_share`` hook (Grain's
-``set_slice`` where no batch rule applies).
+``set_slice`` where no batch rule applies). Any other ``IterDataset`` node with Grain's in-place
+slicing hook ``set_slice(sl, sequential_slice)`` (an ``InterleaveIterDataset``, which then reads
+``datasets[w::W]``; a ``ParquetIterDataset``, its files ``[w::W]``; a user's node) takes its share
+itself too, through ``set_slice(slice(w, None, W), sequential_slice)``, and the walk does not go
+below it, as in Grain.
 """
 
 from __future__ import annotations
@@ -51,8 +55,16 @@ def is_to_iter(node: Any) -> TypeGuard[SharedOut]:
     return callable(getattr(node, "set_block_share", None))
 
 
+def slices_itself(node: Any) -> bool:
+    """Whether ``node`` takes a worker's share in place: a ``to_iter_dataset`` node, or any
+    other node with Grain's ``set_slice`` hook (an interleave, a user's node). The walk that
+    shares the pipeline out stops there."""
+    return is_to_iter(node) or callable(getattr(node, "set_slice", None))
+
+
 def iter_nodes(root: IterDataset) -> Iterator[IterDataset]:
-    """Every ``IterDataset`` node of the pipeline once, from ``root`` towards the sources."""
+    """Every ``IterDataset`` node of the pipeline once, from ``root`` towards the sources, down
+    to the nodes that take their share themselves (:func:`slices_itself`)."""
     seen: set[int] = set()
     stack = [root]
     while stack:
@@ -61,7 +73,7 @@ def iter_nodes(root: IterDataset) -> Iterator[IterDataset]:
             continue
         seen.add(id(node))
         yield node
-        if not is_to_iter(node):
+        if not slices_itself(node):
             stack.extend(p for p in node.parents if isinstance(p, IterDataset))
 
 
@@ -70,7 +82,7 @@ def check_sliceable(root: IterDataset, workers: int) -> None:
     if workers <= 1:
         return
     for node in iter_nodes(root):
-        if not is_to_iter(node) and not any(isinstance(p, IterDataset) for p in node.parents):
+        if not slices_itself(node) and not any(isinstance(p, IterDataset) for p in node.parents):
             raise GrainliteValueError(
                 f"Cannot slice `IterDataset` source. {type(node)} has no MapDataset below it, so "
                 f"mp_prefetch cannot give each of its {workers} workers a share of the elements. "
@@ -91,7 +103,7 @@ def batch_block(root: IterDataset) -> int:
             if not drops or block == 1:
                 return 1
             return block if first_hole_maker(node.parents[0], count_unknown=True) is None else 1
-        if len(node.parents) != 1:
+        if slices_itself(node) or len(node.parents) != 1:  # an interleave: its own share
             return 1
         if (size := getattr(node, "fixed_batch", None)) is not None:
             block *= size
@@ -112,7 +124,8 @@ def drops_a_partial_batch_per_worker(root: IterDataset, workers: int) -> bool:
 
 
 def slice_for_worker(root: IterDataset, worker: int, workers: int, sequential: bool) -> None:
-    """Restricts every ``to_iter_dataset`` of ``root`` to worker ``worker``'s share, in place."""
+    """Restricts every node of ``root`` that takes a share (:func:`slices_itself`) to worker
+    ``worker``'s share, in place."""
     if workers <= 1:
         return
     check_sliceable(root, workers)
@@ -120,5 +133,7 @@ def slice_for_worker(root: IterDataset, worker: int, workers: int, sequential: b
     for node in list(iter_nodes(root)):
         if is_to_iter(node):
             node.set_block_share(block, worker, workers, sequential)
+        elif callable(set_slice := getattr(node, "set_slice", None)):  # an interleave, a user's
+            set_slice(slice(worker, None, workers), sequential)
         elif callable(share := getattr(node, "set_worker_share", None)):  # random_map: k*W + w
             share(worker, workers)
