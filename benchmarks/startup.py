@@ -60,23 +60,31 @@ def smaps(pid: int) -> dict[str, float] | None:
 
 
 def _children(pid: int) -> list[int]:
+    """The descendants of ``pid``, depth first: with a fork server, the workers are its
+    children (the training process's grandchildren)."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as children:
-            return [int(child) for child in children.read().split()]
+            direct = [int(child) for child in children.read().split()]
     except OSError:
         return []
+    return [d for child in direct for d in (child, *_children(child))]
 
 
 _CONFIGS = {"loader": "grainlite-w2", "dataset": "grainlite-ds-w2"}
 LOADER_WORKLOADS = ("images", "small", "small-mem")
 
 
-def probe(workload_name: str, api: str, data: str, seconds: float) -> dict[str, Any]:
+def probe(
+    workload_name: str, api: str, data: str, seconds: float, workers: int = 2
+) -> dict[str, Any]:
     """One run in this process (``--probe``): batch times, CPU time and the memory peak.
 
-    The run is :mod:`benchmarks.measure`'s (same source, pipeline and timed region) with 2
-    workers, through the DataLoader (``api="loader"``) or ``mp_prefetch`` (``"dataset"``).
+    The run is :mod:`benchmarks.measure`'s (same source, pipeline and timed region) with
+    ``workers`` workers (``--probe-workers``, 2 by default), through the DataLoader
+    (``api="loader"``) or ``mp_prefetch`` (``"dataset"``).
     """
+    import dataclasses
+
     import grainlite as grain
     from benchmarks.measure import _build
     from benchmarks.memory import _config
@@ -86,7 +94,8 @@ def probe(workload_name: str, api: str, data: str, seconds: float) -> dict[str, 
     if workload_name == "images":
         import cv2  # noqa: F401  (imported before the clock, as benchmarks.measure does)
 
-    _source, run = _build(workload, _config(workload_name, _CONFIGS[api]), Path(data), 0)
+    config = dataclasses.replace(_config(workload_name, _CONFIGS[api]), workers=workers)
+    _source, run = _build(workload, config, Path(data), 0)
     peak: dict[str, Any] = {"total": 0.0}
     stop = threading.Event()
 
@@ -353,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--probe", nargs=4, metavar=("WORKLOAD", "API", "DATA", "SECONDS"))
+    parser.add_argument("--probe-workers", type=int, default=2, help="workers of a --probe")
     parser.add_argument("--steps", nargs=3, metavar=("WORKLOAD", "API", "DATA"))
     parser.add_argument("--before", default=DEFAULT_BEFORE)
     parser.add_argument("--repeats", type=int, default=5)
@@ -364,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.probe:
         workload, api, file, seconds = args.probe
-        print(json.dumps(probe(workload, api, file, float(seconds))))
+        print(json.dumps(probe(workload, api, file, float(seconds), args.probe_workers)))
         return 0
     if args.steps:
         print(json.dumps(steps(*args.steps)))

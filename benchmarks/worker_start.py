@@ -1,0 +1,111 @@
+"""How workers start, compared: one fresh interpreter per worker against the fork server.
+
+``python -m benchmarks.worker_start [--workers 2,8,16] [--workloads images,small-mem]
+[--apis loader,dataset] [--repeats 3] [--seconds 3] [--modes spawn,forkserver]`` runs
+:func:`benchmarks.startup.probe` (a fresh process per run: the DataLoader or ``mp_prefetch``
+built inside the timed region, so *first batch* is the time from constructing the loader to the
+first batch in hand) once per mode, workload, API and worker count, interleaved, ``--repeats``
+rounds. The mode is ``GRAINLITE_WORKER_START`` (see :mod:`grainlite.engine.forkserver_client`).
+It prints the medians as Markdown (first batch, the parent's and the workers' CPU seconds, the
+peak PSS of the whole process tree, the workers' part of it, records/s) and saves every run as
+JSON under ``benchmarks/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+_API_NAMES = {"loader": "DataLoader", "dataset": "Dataset API"}
+
+
+def run_once(mode: str, workload: str, api: str, data: Path, seconds: float, workers: int) -> Any:
+    """One probe in a fresh process with ``GRAINLITE_WORKER_START=mode``."""
+    env = dict(os.environ, GRAINLITE_WORKER_START=mode, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.startup", "--probe", workload, api, str(data),
+         str(seconds), "--probe-workers", str(workers)],
+        env=env, capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
+
+
+def _workers_pss(run: dict[str, Any]) -> float:
+    """The PSS of every process but the training process at the run's peak (MB)."""
+    return sum(row["Pss"] for role, row in run.get("parts", {}).items() if role != "parent")
+
+
+def render(results: dict[tuple[str, str, int, str], list[dict[str, Any]]], repeats: int) -> str:
+    """The medians as a Markdown table."""
+    lines = [
+        f"Medians of {repeats} interleaved runs (`python -m benchmarks.worker_start`), "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        "",
+        "| workload, API, W, start | 1st batch (s) | parent CPU to 1st (s) | workers' CPU (s) "
+        "| peak PSS tree (MB) | workers' part (MB) | records/s |",
+        "|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    for (workload, api, workers, mode), runs in results.items():
+        lines.append(
+            f"| {workload}, {_API_NAMES[api]}, W={workers}, {mode} | "
+            f"{_median(runs, 'first_s'):.3f} | {_median(runs, 'parent_cpu_to_first_s'):.3f} | "
+            f"{_median(runs, 'workers_cpu_s'):.2f} | {_median(runs, 'peak_pss_mb'):.0f} | "
+            f"{statistics.median(_workers_pss(r) for r in runs):.0f} | "
+            f"{_median(runs, 'records_per_s'):,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="2,8,16")
+    parser.add_argument("--workloads", default="images,small-mem")
+    parser.add_argument("--apis", default="loader,dataset")
+    parser.add_argument("--modes", default="spawn,forkserver")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    from benchmarks.datagen import DEFAULT_DATA_DIR, ensure_data
+    from benchmarks.workloads import WORKLOADS
+
+    data_dir = args.data_dir or DEFAULT_DATA_DIR
+    workloads = args.workloads.split(",")
+    data = {n: ensure_data(data_dir, WORKLOADS[n], WORKLOADS[n].records, 0) for n in workloads}
+    cases = [
+        (name, api, int(w), mode)
+        for w in args.workers.split(",")
+        for name in workloads
+        for api in args.apis.split(",")
+        for mode in args.modes.split(",")
+    ]
+    results: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {c: [] for c in cases}
+    for repeat in range(args.repeats):
+        for case in cases:
+            name, api, workers, mode = case
+            run = run_once(mode, name, api, data[name], args.seconds, workers)
+            results[case].append(run)
+            print(f"round {repeat + 1} {name} {api} W={workers} {mode}: {run['first_s']:.3f} s, "
+                  f"{run['peak_pss_mb']:.0f} MB", file=sys.stderr, flush=True)  # fmt: skip
+    print(render(results, args.repeats))
+    out = ROOT / "benchmarks" / "results" / f"worker-start-{time.strftime('%Y%m%dT%H%M%SZ')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({" ".join(map(str, c)): runs for c, runs in results.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
