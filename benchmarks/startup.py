@@ -59,15 +59,29 @@ def smaps(pid: int) -> dict[str, float] | None:
     return values
 
 
-def _children(pid: int) -> list[int]:
-    """The descendants of ``pid``, depth first: with a fork server, the workers are its
-    children (the training process's grandchildren)."""
+def _roles(parent: int) -> dict[str, dict[str, float] | None]:
+    """PSS rows of ``parent``'s descendants by role: the fork server (a child with children of
+    its own) and every worker, numbered in pid order."""
+    rows: dict[str, dict[str, float] | None] = {}
+    workers: list[int] = []
+    for child in _direct_children(parent):
+        forked = _direct_children(child)
+        if forked:
+            rows["fork server"] = smaps(child)
+            workers += forked
+        else:
+            workers.append(child)
+    for i, pid in enumerate(sorted(workers)):
+        rows[f"worker {i}"] = smaps(pid)
+    return rows
+
+
+def _direct_children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as children:
-            direct = [int(child) for child in children.read().split()]
+            return [int(child) for child in children.read().split()]
     except OSError:
         return []
-    return [d for child in direct for d in (child, *_children(child))]
 
 
 _CONFIGS = {"loader": "grainlite-w2", "dataset": "grainlite-ds-w2"}
@@ -102,9 +116,7 @@ def probe(
     def sample() -> None:
         me = os.getpid()
         while not stop.wait(0.05):
-            rows = {"parent": smaps(me)} | {
-                f"worker {i}": smaps(c) for i, c in enumerate(_children(me))
-            }
+            rows = {"parent": smaps(me)} | _roles(me)
             known = {role: row for role, row in rows.items() if row}
             total = sum(row["Pss"] for row in known.values())
             if total > peak["total"]:

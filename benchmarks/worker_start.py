@@ -43,7 +43,7 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
 
 
 def _workers_pss(run: dict[str, Any]) -> float:
-    """The PSS of every process but the training process at the run's peak (MB)."""
+    """The PSS of every process but the training process (workers, fork server) at the peak (MB)."""
     return sum(row["Pss"] for role, row in run.get("parts", {}).items() if role != "parent")
 
 
@@ -54,7 +54,7 @@ def render(results: dict[tuple[str, str, int, str], list[dict[str, Any]]], repea
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
         "| workload, API, W, start | 1st batch (s) | parent CPU to 1st (s) | workers' CPU (s) "
-        "| peak PSS tree (MB) | workers' part (MB) | records/s |",
+        "| peak PSS tree (MB) | workers and fork server (MB) | records/s |",
         "|---|--:|--:|--:|--:|--:|--:|",
     ]
     for (workload, api, workers, mode), runs in results.items():

@@ -59,14 +59,6 @@ _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _WATCH_S = 0.5  # how often the server checks its parent while nothing happens
 
 
-def thread_count() -> int:
-    """Threads of this process, native ones included (``/proc/self/task``; 1 where unknown)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 1
-
-
 class Server:
     """The server's loop: forks workers, reaps them, reports their exits."""
 
