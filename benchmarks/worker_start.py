@@ -9,6 +9,12 @@ rounds. The mode is ``GRAINLITE_WORKER_START`` (see :mod:`grainlite.engine.forks
 It prints the medians as Markdown (first batch, the parent's and the workers' CPU seconds, the
 peak PSS of the whole process tree, the workers' part of it, records/s) and saves every run as
 JSON under ``benchmarks/results/``.
+
+``--breakdown`` instead measures what one worker costs in each mode, with a pipeline that does
+no work (a ``RangeDataSource``, one ``Map`` that returns the record): in a fresh process per run,
+a DataLoader with ``--workers`` workers (each count given) is started and each worker's first
+element taken; then the CPU time all the started processes used (server included) per worker,
+and the PSS of each worker and of the server, split into anonymous, file and shared pages.
 """
 
 from __future__ import annotations
@@ -36,6 +42,75 @@ def run_once(mode: str, workload: str, api: str, data: Path, seconds: float, wor
         env=env, capture_output=True, text=True, check=True, cwd=ROOT,
     )  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+_BREAKDOWN = r"""
+import json, os, resource, sys, time
+sys.path.insert(0, sys.argv[2])
+from benchmarks.startup import smaps, _roles
+import grainlite as grain
+
+class Same(grain.MapTransform):
+    def map(self, record):
+        return record
+
+workers = int(sys.argv[1])
+loader = grain.DataLoader(
+    data_source=grain.RangeDataSource(0, 10 * workers, 1),
+    sampler=grain.IndexSampler(10 * workers, grain.NoSharding(), num_epochs=1),
+    operations=[Same()], worker_count=workers)
+begin = time.perf_counter()
+iterator = iter(loader)
+for _ in range(workers):
+    next(iterator)
+every_first = time.perf_counter() - begin
+rows = {role: row for role, row in _roles(os.getpid()).items() if row}
+iterator.close()
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"every_first_s": every_first, "rows": rows,
+                  "children_cpu_s": children.ru_utime + children.ru_stime}))
+"""
+
+
+def breakdown_once(mode: str, workers: int) -> Any:
+    """One :data:`_BREAKDOWN` run in a fresh process with ``GRAINLITE_WORKER_START=mode``."""
+    env = dict(os.environ, GRAINLITE_WORKER_START=mode, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", _BREAKDOWN, str(workers), str(ROOT)],
+        env=env, capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def render_breakdown(results: dict[tuple[int, str], list[Any]], repeats: int) -> str:
+    """The medians of the breakdown runs as a Markdown table."""
+    lines = [
+        f"Medians of {repeats} interleaved runs (`python -m benchmarks.worker_start --breakdown`)"
+        f", {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        "",
+        "| W, start | every worker's first element (s) | CPU of the started processes per "
+        "worker (s) | PSS per worker: total (anon / file / shm) (MB) | fork server PSS (MB) |",
+        "|---|--:|--:|--:|--:|",
+    ]
+    for (workers, mode), runs in results.items():
+        per = {
+            key: statistics.median(
+                statistics.mean(
+                    row.get(key, 0.0) for role, row in r["rows"].items() if role.startswith("w")
+                )
+                for r in runs
+            )
+            for key in ("Pss", "Pss_Anon", "Pss_File", "Pss_Shmem")
+        }
+        server = [r["rows"]["fork server"]["Pss"] for r in runs if "fork server" in r["rows"]]
+        lines.append(
+            f"| W={workers}, {mode} | {statistics.median(r['every_first_s'] for r in runs):.3f} | "
+            f"{statistics.median(r['children_cpu_s'] for r in runs) / workers:.3f} | "
+            f"{per['Pss']:.1f} ({per['Pss_Anon']:.1f} / {per['Pss_File']:.1f} / "
+            f"{per['Pss_Shmem']:.1f}) | "
+            f"{statistics.median(server) if server else 0.0:.1f} |"
+        )
+    return "\n".join(lines)
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
@@ -78,7 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--breakdown", action="store_true", help="one worker's cost per mode")
     args = parser.parse_args(argv)
+    if args.breakdown:
+        counts = [int(w) for w in args.workers.split(",")]
+        modes = args.modes.split(",")
+        found: dict[tuple[int, str], list[Any]] = {(w, m): [] for w in counts for m in modes}
+        for _ in range(args.repeats):
+            for workers, mode in found:
+                found[workers, mode].append(breakdown_once(mode, workers))
+        print(render_breakdown(found, args.repeats))
+        return 0
     from benchmarks.datagen import DEFAULT_DATA_DIR, ensure_data
     from benchmarks.workloads import WORKLOADS
 
