@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 
+import numpy as np
 import pytest
 
 import grainlite as grain
@@ -101,6 +102,23 @@ def test_nothing_of_the_training_process_reaches_a_worker(api, monkeypatch):
         assert element["native_threads"] == len(element["threads"])
         assert element["jax_imported"] is False
         assert element["JAX_PLATFORMS"] == "cpu"  # the worker environment
+
+
+class DrawsFromTheGlobalRandomState(grain.MapTransform):
+    """Any record -> a draw of NumPy's global random state in the worker. It holds a
+    ``RandomState``, so its pickle names ``numpy.random`` and the server imports it first."""
+
+    def __init__(self) -> None:
+        self.held = np.random.RandomState(0)
+
+    def map(self, record: int) -> float:
+        return float(np.random.random())
+
+
+def test_workers_draw_different_numbers_from_numpys_global_random_state():
+    with iter(loader(workers=4, operations=[DrawsFromTheGlobalRandomState()])) as iterator:
+        draws = [next(iterator) for _ in range(4)]
+    assert len(set(draws)) == 4, draws
 
 
 def test_the_worker_environment_is_the_one_of_the_loader_being_started(monkeypatch):

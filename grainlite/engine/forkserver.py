@@ -144,6 +144,7 @@ class Server:
             self.control.close()
             os.close(self.wake_read)
             os.close(self.wake_write)
+            fresh_random_state()
             child.start(fd, self.pid)
         finally:
             os._exit(1)
@@ -168,6 +169,17 @@ class Server:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
         os._exit(0)
+
+
+def fresh_random_state() -> None:
+    """Seeds NumPy's global random state afresh in a forked worker, as a fresh interpreter's is.
+
+    A module the server preloaded may have imported ``numpy.random``, whose global state a fork
+    copies: every worker would then draw the same ``np.random.rand()`` sequence. (Python's
+    ``random`` module reseeds itself after a fork.)"""
+    module = sys.modules.get("numpy.random")
+    if module is not None:
+        module.seed()
 
 
 def main() -> None:
