@@ -31,6 +31,7 @@ WORKER_START_ENV = "GRAINLITE_WORKER_START"
 one preloaded server process per group."""
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
+_CLOSE_S = 5.0  # how long close() waits for the server to reap its workers and exit
 
 # The packages whose modules the server imports ahead of the workers, when a pipeline names them:
 # they start no thread when imported (a fork copies only the thread that calls it) and are what
@@ -185,12 +186,18 @@ class ForkServer:
             os.kill(pid, 9)
 
     def close(self) -> None:
-        """Closes the channel and waits for the server, which kills and reaps any worker left."""
+        """Closes the channel and waits for the server, which kills and reaps any worker left
+        and exits; a server that has not exited after :data:`_CLOSE_S` is killed (its workers
+        then see their parent gone and exit)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
             self._gone = True
-        self.process.wait()
+        try:
+            self.process.wait(_CLOSE_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def _alive(pid: int) -> bool:
