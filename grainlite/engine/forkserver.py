@@ -48,13 +48,6 @@ import socket
 import sys
 from typing import Any, NoReturn
 
-# Imported here, before any fork, so every worker shares these pages.
-import numpy  # noqa: F401
-
-from grainlite.engine import child
-from grainlite.engine.malloc import limit_arenas
-from grainlite.engine.packed_records import read_records_in_place
-
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _WATCH_S = 0.5  # how often the server checks its parent while nothing happens
 
@@ -145,6 +138,8 @@ class Server:
             os.close(self.wake_read)
             os.close(self.wake_write)
             fresh_random_state()
+            from grainlite.engine import child  # imported by main() before any fork
+
             child.start(fd, self.pid)
         finally:
             os._exit(1)
@@ -187,6 +182,16 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
     parent = int(sys.argv[2])
     if os.getppid() != parent:  # the parent died while this interpreter started
+        os._exit(1)
+    # Imported only now that the parent is known alive (a parent killed while this interpreter
+    # started is noticed before the imports), and before any fork, so every worker shares them.
+    import numpy  # noqa: F401
+
+    from grainlite.engine import child  # noqa: F401
+    from grainlite.engine.malloc import limit_arenas
+    from grainlite.engine.packed_records import read_records_in_place
+
+    if os.getppid() != parent:
         os._exit(1)
     control = socket.socket(fileno=int(sys.argv[1]))
     limit_arenas()  # the workers inherit it (see grainlite.engine.malloc)
