@@ -43,9 +43,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # test file is one unit of work, so a module's fixtures are set up once; files that start
 # services on the machine run one after another in one process: Ray instances (a local instance
 # each, heavy on 2 cores) and jax.distributed jobs (each takes a free port; two at once could
-# take the same one).
+# take the same one), and S3 servers (SeaweedFS, 100-400 MB each, with worker processes reading
+# them through a proxy).
 SHARED_GROUPS = {
     "ray": ("test_ray_",),
+    "s3 servers": ("test_remote_", "test_fault_proxy"),
     "localhost ports": (
         "test_multihost",
         "test_device_multihost",

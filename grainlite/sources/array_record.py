@@ -25,6 +25,7 @@ import re
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -76,9 +77,47 @@ class _ProcessReaders:
         self.lock = threading.Lock()
         self.readers: list[Any] = [None] * count
         self.pins: list[Any] = [None] * count
+        self.opening = [threading.Lock() for _ in range(count)]
         self.busy = [0] * count
         self.hinted = False
-        self.pressure_checked = 0.0
+        self.watching = False
+
+    def let_idle_go(self) -> None:
+        """Closes the readers of remote files that no read uses now, letting their cached blocks
+        go: another process of the host waits for room in the cache."""
+        with self.lock:
+            for index, pin in enumerate(self.pins):
+                if pin is not None and self.busy[index] == 0:
+                    reader, self.readers[index] = self.readers[index], None
+                    if reader is not None:
+                        reader.close()
+                    pin.release()
+                    self.pins[index] = None
+
+    def watch(self, cache: Any) -> None:
+        """Starts a daemon thread that lets idle blocks go whenever a process of the host waits
+        for room, so a process that holds blocks and reads no more (done, or waiting on its
+        consumer) never holds up the others. It ends when these readers are collected."""
+        if self.watching:
+            return
+        self.watching = True
+        threading.Thread(
+            target=_watch_pressure,
+            args=(weakref.ref(self), cache),
+            daemon=True,
+            name="grainlite-cache-watch",
+        ).start()
+
+
+def _watch_pressure(state_ref: Any, cache: Any) -> None:
+    while True:
+        time.sleep(_PRESSURE_CHECK_S)
+        state = state_ref()
+        if state is None or state.pid != os.getpid():
+            return
+        if cache.under_pressure():
+            state.let_idle_go()
+        del state
 
 
 class ArrayRecordDataSource:
@@ -176,46 +215,44 @@ class ArrayRecordDataSource:
             state = self._state = _ProcessReaders(len(self._files))
         reader = state.readers[index]
         if reader is None:
-            with state.lock:
+            # A remote file's open may wait for room in the cache, letting this process's idle
+            # readers go meanwhile (under state.lock): it holds only its file's lock.
+            if self._files[index].blob is None:
+                with state.lock:
+                    reader = state.readers[index]
+                    if reader is None:
+                        reader = state.readers[index] = _open(
+                            self._files[index].path, self._options
+                        )
+                return reader
+            with state.opening[index]:
                 reader = state.readers[index]
                 if reader is None:
                     reader = self._open_reader(state, index)
-                    state.readers[index] = reader
+                    with state.lock:
+                        state.readers[index] = reader
         return reader
 
     def _open_reader(self, state: _ProcessReaders, index: int) -> Any:
-        """A reader of file ``index``: a local file's, or one on the cached block of a remote
-        file (fetched first if needed), held while the reader is open."""
+        """A reader of remote file ``index`` on its cached block (fetched first if needed), held
+        while the reader is open."""
         file = self._files[index]
-        if file.blob is None:
-            return _open(file.path, self._options)
-        assert self._cache is not None
+        assert self._cache is not None and file.blob is not None
         if not state.hinted:  # no read-ahead hint came first: fetch every file, in key order
             state.hinted = True
             for other in self._files:
                 if other.blob is not None:
                     self._cache.fetch_ahead(other.blob)
-        pin = self._cache.acquire(file.blob, on_wait=self._let_idle_go)
+        state.watch(self._cache)
+        pin = self._cache.acquire(file.blob, on_wait=state.let_idle_go)
         try:
             reader = _open(str(pin.path), self._options, name=file.path)
         except BaseException:
             pin.release()
             raise
-        state.pins[index] = pin
-        return reader
-
-    def _let_idle_go(self) -> None:
-        """Closes this process's readers of remote files that no read uses now, letting their
-        cached blocks go (another process of the host waits for room)."""
-        state = self._state
         with state.lock:
-            for index, pin in enumerate(state.pins):
-                if pin is not None and state.busy[index] == 0:
-                    reader, state.readers[index] = state.readers[index], None
-                    if reader is not None:
-                        reader.close()
-                    pin.release()
-                    state.pins[index] = None
+            state.pins[index] = pin
+        return reader
 
     @contextlib.contextmanager
     def _using(self, index: int) -> Iterator[None]:
@@ -233,12 +270,6 @@ class ArrayRecordDataSource:
         finally:
             with state.lock:
                 state.busy[index] -= 1
-            now = time.monotonic()
-            if now - state.pressure_checked > _PRESSURE_CHECK_S:
-                state.pressure_checked = now
-                assert self._cache is not None
-                if self._cache.under_pressure():
-                    self._let_idle_go()
 
     def prefetch(self, keys: Sequence[int] | np.ndarray) -> None:
         """Tells the source the keys it will read next, in order: the remote files they need

@@ -170,7 +170,7 @@ class ShardCache:
         pin = self._pin_complete(blob)
         if pin is not None:
             return pin
-        with self._block_lock(blob):
+        with self._block_lock(blob, on_wait):
             pin = self._pin_complete(blob)
             if pin is not None:
                 return pin
@@ -257,10 +257,17 @@ class ShardCache:
     # -- locks and room ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _block_lock(self, blob: Blob) -> Iterator[None]:
-        fd = os.open(self.directory / f"{blob.key}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    def _block_lock(self, blob: Blob, on_wait: Callable[[], None] | None) -> Iterator[None]:
+        """The block's download lock. While another process holds it (downloading the block, may
+        be waiting for room), this one lets its idle blocks go when a process waits for room."""
+        while True:
+            fd = self._try_block_lock(blob)
+            if fd is not None:
+                break
+            if on_wait is not None and self.under_pressure():
+                on_wait()
+            time.sleep(0.01)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)
