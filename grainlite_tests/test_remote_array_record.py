@@ -5,6 +5,7 @@ through the fault proxy; the cache's limit, checks and crash safety."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import shutil
@@ -178,11 +179,13 @@ def test_every_record_once_under_resets_and_stalls_both_apis(data, tmp_path):
 def test_resume_through_orbax_onto_another_worker_count_without_the_cache(data, tmp_path):
     ocp = pytest.importorskip("orbax.checkpoint")
     cache = tmp_path / "cache"
-    with ocp.CheckpointManager(tmp_path / "ckpt") as manager:
-        with iter(_loader(_remote(data, cache), 2)) as iterator:
-            head = _rows(next(iterator) for _ in range(30))
-            manager.save(1, args=grain.GrainCheckpointSave(iterator))
-            manager.wait_until_finished()
+    with (
+        ocp.CheckpointManager(tmp_path / "ckpt") as manager,
+        iter(_loader(_remote(data, cache), 2)) as iterator,
+    ):
+        head = _rows(next(iterator) for _ in range(30))
+        manager.save(1, args=grain.GrainCheckpointSave(iterator))
+        manager.wait_until_finished()
     shutil.rmtree(cache)
     with ocp.CheckpointManager(tmp_path / "ckpt") as manager:
         with iter(_loader(_remote(data, tmp_path / "other-cache"), 1)) as iterator:
@@ -198,10 +201,8 @@ def _cache_bytes(folder: Path) -> int:
     total = 0
     for entry in os.scandir(folder):
         if entry.name.endswith((".blk", ".part")):
-            try:
+            with contextlib.suppress(FileNotFoundError):  # evicted meanwhile
                 total += entry.stat().st_size
-            except FileNotFoundError:
-                pass
     return total
 
 
@@ -286,7 +287,7 @@ def test_a_reader_killed_mid_download_leaves_nothing_taken_as_complete(data, tmp
 
 def test_a_missing_object_and_refused_credentials_are_one_clear_error(data, tmp_path):
     server = data[2]
-    with pytest.raises(RemoteObjectNotFoundError, match="missing.array_record") as missing:
+    with pytest.raises(RemoteObjectNotFoundError, match=r"missing\.array_record") as missing:
         grain.ArrayRecordDataSource(
             server.url("data/missing.array_record"),
             storage_options=server.storage_options(),
