@@ -135,7 +135,7 @@ class ReadPolicy:
     """Reads whose CPU time is more than this share of their running time keep a CPU busy."""
     tell_ahead: int = 4096
     """Records a reader tells its source it will read, in order, beyond those it computes keys
-    for now, where the source takes the hint (``source.prefetch(keys)``: an ArrayRecord source
+    for now, where the source takes the hint (``source.prefetch_keys(keys)``: an ArrayRecord source
     on ``s3://`` or ``gs://`` fetches the files those keys need into its cache). A hint never
     changes what is read or in which order."""
 
@@ -162,9 +162,9 @@ class ReadPolicy:
         return max(1, min(bound, buffer // threads))
 
     def prefetcher(self, source: object) -> Callable[[Any], None] | None:
-        """The source's ``prefetch(keys)`` hook, which readers call with the keys they will read
+        """The source's ``prefetch_keys(keys)`` hook, which readers call with the keys they will read
         (:attr:`tell_ahead`), or None where the source has none (a local source)."""
-        hook = getattr(source, "prefetch", None)
+        hook = getattr(source, "prefetch_keys", None)
         return hook if callable(hook) else None
 
     def is_cpu_bound(self, cpu_share: float) -> bool:

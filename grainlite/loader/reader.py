@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -77,6 +78,23 @@ def _make_chunk_reader(
         # (first position, keys, rng seeds) of the last key block; replaced whole, never mutated,
         # so reader threads sharing it need no lock.
         block: tuple[int, list[int], list[int] | None] = (0, [], None)
+        hinted = 0  # positions below this were told to the source (READ_POLICY.tell_ahead)
+        hint_lock = threading.Lock()
+
+        def hint(m0: int, stop: int, keys: list[int]) -> None:
+            """Tells the source the keys of positions [m0, stop + tell_ahead) not told yet."""
+            nonlocal hinted
+            assert prefetch is not None
+            with hint_lock:
+                ahead = stop + READ_POLICY.tell_ahead
+                end = ahead if last is None else min(ahead, last)
+                begin, hinted = max(m0, hinted), max(hinted, end)
+                if begin < stop:
+                    prefetch(keys[begin - m0 :])
+                begin = max(begin, stop)
+                if begin < end:
+                    beyond = worker.indices(begin, end)
+                    prefetch(listed_keys(np.asarray(record_keys(beyond), dtype=np.int64)))
 
         def read(m0: int, m1: int) -> Chunk:
             nonlocal block
@@ -87,12 +105,8 @@ def _make_chunk_reader(
                     stop = max(m1, min(stop, last))
                 indices = worker.indices(m0, stop)
                 keys = listed_keys(np.asarray(record_keys(indices), dtype=np.int64))
-                if prefetch is not None:  # the keys read next, and those after them
-                    ahead = stop + READ_POLICY.tell_ahead
-                    beyond = worker.indices(stop, ahead if last is None else min(ahead, last))
-                    prefetch(keys)
-                    if len(beyond):
-                        prefetch(listed_keys(np.asarray(record_keys(beyond), dtype=np.int64)))
+                if prefetch is not None:
+                    hint(m0, stop, keys)
                 if seed is not None and rng_indices is not None:
                     indices = rng_indices(indices)  # foreign codes keep their old generator
                 seeds = None if seed is None else (indices + seed).tolist()

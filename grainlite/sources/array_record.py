@@ -271,7 +271,7 @@ class ArrayRecordDataSource:
             with state.lock:
                 state.busy[index] -= 1
 
-    def prefetch(self, keys: Sequence[int] | np.ndarray) -> None:
+    def prefetch_keys(self, keys: Sequence[int] | np.ndarray) -> None:
         """Tells the source the keys it will read next, in order: the remote files they need
         are fetched ahead into the cache (in the order of their first key, as far as free
         room allows), so the reads find them there. Local files need nothing; returns at once.
