@@ -162,8 +162,8 @@ class ReadPolicy:
         return max(1, min(bound, buffer // threads))
 
     def prefetcher(self, source: object) -> Callable[[Any], None] | None:
-        """The source's ``prefetch_keys(keys)`` hook, which readers call with the keys they will read
-        (:attr:`tell_ahead`), or None where the source has none (a local source)."""
+        """The source's ``prefetch_keys(keys)`` hook, which readers call with the keys they
+        will read (:attr:`tell_ahead`), or None where the source has none (a local source)."""
         hook = getattr(source, "prefetch_keys", None)
         return hook if callable(hook) else None
 
