@@ -307,3 +307,14 @@ def test_a_missing_object_and_refused_credentials_are_one_clear_error(data, tmp_
             cache_dir=tmp_path,
         )
     assert isinstance(denied.value, PermissionError)
+
+
+def test_each_file_is_downloaded_once_per_host_at_two_workers(data, tmp_path):
+    server = data[2]
+    with FaultProxy((server.host, server.port)) as proxy:
+        source = _remote(data, tmp_path / "cache", proxy.endpoint_url)
+        built = proxy.counts()["requests"]  # the listing, and each file's HEAD, head and tail
+        assert collections.Counter(_rows(_loader(source, 2))) == _everything()
+        assert collections.Counter(_rows(_dataset(source, 2))) == _everything()
+        downloads = proxy.counts()["requests"] - built
+    assert downloads == FILES  # files under 8 MiB: one GET each, for both runs and workers
