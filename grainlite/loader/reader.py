@@ -133,6 +133,26 @@ def _make_chunk_reader(
     return read_custom
 
 
+def hint_first_keys(sampler: Any, source: Any) -> None:
+    """Tells a source that takes read-ahead hints (:data:`~grainlite.options.READ_POLICY`) the
+    first ``tell_ahead`` keys of the sampler, from the training process while worker processes
+    start (their interpreters take a second or more): a remote source fetches the files they need
+    meanwhile. Advisory: a sampler that cannot say its keys cheaply gives no hint."""
+    prefetch = READ_POLICY.prefetcher(source)
+    record_keys = getattr(sampler, "record_keys", None)
+    if prefetch is None or record_keys is None or not hasattr(sampler, "seed"):
+        return
+    try:
+        count = READ_POLICY.tell_ahead
+        if hasattr(sampler, "__len__"):
+            count = min(count, len(sampler))
+        keys = np.asarray(record_keys(np.arange(count, dtype=np.int64)), dtype=np.int64)
+        length = len(source)
+        prefetch(keys % length if length else keys)
+    except Exception:  # a hint never fails a loader; the workers' reads tell the keys again
+        return
+
+
 class RecordReader:
     """Iterates chunks of (rng seeds, data) for one worker's positions from ``start`` on.
 
