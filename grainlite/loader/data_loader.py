@@ -29,6 +29,7 @@ from grainlite.loader.arguments import (
     resolve_worker_count,
 )
 from grainlite.loader.pipeline import Pipeline
+from grainlite.loader.reader import hint_first_keys
 from grainlite.loader.state import codec as state_codec
 from grainlite.loader.state import elastic
 from grainlite.options import MultiprocessingOptions, ReadOptions
@@ -164,6 +165,7 @@ class DataLoader:
         iterator = DataLoaderIterator(self)
         if self._layout.worker_count > 0:
             iterator._start_early()
+            hint_first_keys(self._sampler, self._data_source)
         return iterator
 
 

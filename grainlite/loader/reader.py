@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -67,6 +68,7 @@ def _make_chunk_reader(
         return keys.tolist()
 
     read_data = read_many(source)
+    prefetch = READ_POLICY.prefetcher(source)
 
     record_keys = getattr(sampler, "record_keys", None)
     if record_keys is not None and hasattr(sampler, "seed"):
@@ -76,6 +78,23 @@ def _make_chunk_reader(
         # (first position, keys, rng seeds) of the last key block; replaced whole, never mutated,
         # so reader threads sharing it need no lock.
         block: tuple[int, list[int], list[int] | None] = (0, [], None)
+        hinted = 0  # positions below this were told to the source (READ_POLICY.tell_ahead)
+        hint_lock = threading.Lock()
+
+        def hint(m0: int, stop: int, keys: list[int]) -> None:
+            """Tells the source the keys of positions [m0, stop + tell_ahead) not told yet."""
+            nonlocal hinted
+            assert prefetch is not None
+            with hint_lock:
+                ahead = stop + READ_POLICY.tell_ahead
+                end = ahead if last is None else min(ahead, last)
+                begin, hinted = max(m0, hinted), max(hinted, end)
+                if begin < stop:
+                    prefetch(keys[begin - m0 :])
+                begin = max(begin, stop)
+                if begin < end:
+                    beyond = worker.indices(begin, end)
+                    prefetch(listed_keys(np.asarray(record_keys(beyond), dtype=np.int64)))
 
         def read(m0: int, m1: int) -> Chunk:
             nonlocal block
@@ -86,6 +105,8 @@ def _make_chunk_reader(
                     stop = max(m1, min(stop, last))
                 indices = worker.indices(m0, stop)
                 keys = listed_keys(np.asarray(record_keys(indices), dtype=np.int64))
+                if prefetch is not None:
+                    hint(m0, stop, keys)
                 if seed is not None and rng_indices is not None:
                     indices = rng_indices(indices)  # foreign codes keep their old generator
                 seeds = None if seed is None else (indices + seed).tolist()
@@ -110,6 +131,26 @@ def _make_chunk_reader(
         return (rngs if any(r is not None for r in rngs) else None), data
 
     return read_custom
+
+
+def hint_first_keys(sampler: Any, source: Any) -> None:
+    """Tells a source that takes read-ahead hints (:data:`~grainlite.options.READ_POLICY`) the
+    first ``tell_ahead`` keys of the sampler, from the training process while worker processes
+    start (their interpreters take a second or more): a remote source fetches the files they need
+    meanwhile. Advisory: a sampler that cannot say its keys cheaply gives no hint."""
+    prefetch = READ_POLICY.prefetcher(source)
+    record_keys = getattr(sampler, "record_keys", None)
+    if prefetch is None or record_keys is None or not hasattr(sampler, "seed"):
+        return
+    try:
+        count = READ_POLICY.tell_ahead
+        if hasattr(sampler, "__len__"):
+            count = min(count, len(sampler))
+        keys = np.asarray(record_keys(np.arange(count, dtype=np.int64)), dtype=np.int64)
+        length = len(source)
+        prefetch(keys % length if length else keys)
+    except Exception:  # a hint never fails a loader; the workers' reads tell the keys again
+        return
 
 
 class RecordReader:
