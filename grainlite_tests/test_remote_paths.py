@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import uuid
 
 import numpy as np
@@ -142,18 +143,23 @@ def _jsonl(tmp_path, n=40):
     return path
 
 
+def _staging_folders() -> set[str]:
+    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("grainlite-convert-")}
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_convert_writes_into_a_bucket_the_bytes_it_writes_into_a_folder(env, tmp_path, workers):
     source = _jsonl(tmp_path)
     assert convert(source, tmp_path / "local", "--num-shards", "3") == 0
     prefix = _prefix()
+    staging_before = _staging_folders()
     assert convert(source, env.url(prefix), "--num-shards", "3", "--workers", workers) == 0
+    assert _staging_folders() == staging_before  # the local staging folder is gone
     expected = folder_bytes(tmp_path / "local")
     keys = env.keys(prefix + "/")
     assert sorted(k.rsplit("/", 1)[1] for k in keys) == sorted(expected)
     for name, data in expected.items():
         assert env.get(f"{prefix}/{name}") == data, name
-    assert not [p for p in os.listdir(tmp_path) if p.startswith("grainlite-convert-")]
 
 
 def test_convert_refuses_a_prefix_that_holds_objects_even_with_overwrite(env, tmp_path, capsys):
