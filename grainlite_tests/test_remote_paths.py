@@ -198,6 +198,23 @@ def test_inspect_verifies_a_conversion_in_a_bucket_and_catches_a_changed_shard(
     assert "verify: FAILED" in capsys.readouterr().out
 
 
+def test_inspect_shows_the_first_records_of_a_conversion_in_a_bucket_as_of_a_folder(
+    env, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("GRAINLITE_CACHE_DIR", str(tmp_path / "cache"))
+    prefix = _prefix()
+    source = _jsonl(tmp_path)
+    assert convert(source, env.url(prefix), "--num-shards", "2") == 0
+    assert convert(source, tmp_path / "local", "--num-shards", "2") == 0
+    capsys.readouterr()
+    assert main(["inspect", env.url(prefix), "--records", "3"]) == 0
+    remote = capsys.readouterr().out
+    assert main(["inspect", str(tmp_path / "local"), "--records", "3"]) == 0
+    local = capsys.readouterr().out
+    assert "  [2] id: int64 2; name: str 'n2'" in remote
+    assert remote.split("features:")[1] == local.split("features:")[1]
+
+
 def test_inspect_of_an_empty_prefix_says_there_is_no_manifest(env, capsys):
     assert main(["inspect", env.url(_prefix())]) == 2
     assert "holds 0 manifests" in capsys.readouterr().err
