@@ -151,6 +151,9 @@ def test_a_checkpoint_at_every_step_resumes_the_uninterrupted_run(workers):
 
 
 def _elastic_loader(partitions):
+    """Host ``host`` of ``hosts``: the sampler carries the shard options, the loader inherits them
+    (as with ShardByJaxProcess); ``partitions`` stays what it was when saving."""
+
     def make(ops, host, hosts, workers):
         sampler = StreamingSampler(
             helpers.NUM_RECORDS,
@@ -158,9 +161,16 @@ def _elastic_loader(partitions):
             window_shards=2,
             seed=helpers.SEED,
             num_epochs=helpers.EPOCHS,
+            shard_options=grain.ShardOptions(host, hosts),
             partitions=partitions,
         )
-        return _loader(sampler, workers, host, hosts, ops, source_size=helpers.NUM_RECORDS)
+        return grain.DataLoader(
+            data_source=grain.RangeDataSource(0, helpers.NUM_RECORDS, 1),
+            sampler=sampler,
+            operations=ops,
+            worker_count=workers,
+            read_options=NO_READ_AHEAD,
+        )
 
     return make
 
