@@ -9,6 +9,7 @@ and onto other worker and host counts every record not yet delivered comes exact
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 
 import numpy as np
@@ -236,3 +237,61 @@ def test_a_state_of_another_window_or_partition_count_is_refused():
 def test_bad_arguments_are_refused_with_the_fix(kwargs, error, message):
     with pytest.raises(error, match=message):
         _sampler(**kwargs)
+
+
+def _documented_order(n, sizes, window, seed, partitions, epochs):
+    """The keys of indices ``0 .. epochs * n - 1`` by the rule in docs/how-to/streaming-order.md,
+    written out in plain Python (Grain's index_shuffle, numpy's SeedSequence, SplitMix64)."""
+    mask = 2**64 - 1
+    shuffle = grain.experimental.index_shuffle
+
+    def splitmix64(x):
+        z = (x + 0x9E3779B97F4A7C15) & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    def partition_epoch(q, e):  # the keys at positions p = 0, 1, ... of partition q in epoch e
+        per, rest = divmod(n, partitions)
+        start = per * q + min(q, rest)
+        stop = start + per + (q < rest)
+        ends = [int(x) for x in np.cumsum(sizes)]
+        cuts = [start] + [x for x in ends if start < x < stop] + [stop]
+        units = list(itertools.pairwise(cuts))
+        count = -(-len(units) // window)
+        seeds = np.random.SeedSequence([seed, q, e]).generate_state(1 + count).tolist()
+        order = [shuffle(j, len(units) - 1, seeds[0]) for j in range(len(units))]
+        out = []
+        for w in range(count):
+            laid = [k for u in order[w * window : (w + 1) * window] for k in range(*units[u])]
+            m = len(laid)
+            if m > 2**14:
+                places = [shuffle(o, m - 1, seeds[1 + w]) for o in range(m)]
+            else:
+                first = (seeds[1 + w] * 0x9E3779B97F4A7C15) & mask
+                hashed = [splitmix64((first + j) & mask) for j in range(m)]
+                places = sorted(range(m), key=lambda j: hashed[j])
+            out += [laid[place] for place in places]
+        return out
+
+    keys = []
+    for e in range(epochs):
+        orders = [partition_epoch(q, e) for q in range(partitions)]
+        keys += [orders[r % partitions][r // partitions] for r in range(n)]
+    return keys
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_the_order_is_exactly_the_documented_rule(partitions):
+    # Small windows (the SplitMix64 sort); with one partition also a window of more than 2**14
+    # keys (Grain's index shuffle); two partitions cut the large shard; two epochs.
+    sizes = [7, 2**14, 29, 5, 40, 33]
+    n = sum(sizes)
+    sampler = StreamingSampler(
+        n, shard_sizes=sizes, window_shards=2, seed=9, num_epochs=2, partitions=partitions
+    )
+    expected = _documented_order(n, sizes, 2, 9, partitions, 2)
+    assert sampler.record_keys(np.arange(2 * n)).tolist() == expected
+    windows = [b - a for q in range(partitions) for a, b in sampler.order.windows(q, 0)]
+    assert (max(windows) > 2**14) == (partitions == 1)
+    assert min(windows) <= 2**14

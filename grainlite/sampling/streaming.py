@@ -24,9 +24,13 @@ A shard cut by a block boundary counts as one "unit" in each block; every other 
    :func:`~grainlite.sampling.index_shuffle.index_shuffle`), and their keys are laid end to end in
    that order: the epoch's "concatenation".
 4. **Windows.** Window ``k`` holds the units ``u_{kK} .. u_{kK+K-1}`` (the last window may hold
-   fewer), i.e. the stretch ``[b_k, b_{k+1})`` of the concatenation. Position ``p`` with
-   ``b_k <= p < b_{k+1}`` reads concatenation place ``b_k + index_shuffle(p - b_k,
-   b_{k+1} - b_k - 1, seed_{1+k})``, and the key at that place.
+   fewer), i.e. the stretch ``[b_k, b_{k+1})`` of the concatenation, of ``m = b_{k+1} - b_k``
+   keys. Position ``p`` with ``b_k <= p < b_{k+1}`` reads concatenation place ``b_k + π_k(p -
+   b_k)``, and the key at that place, where ``π_k(o)`` is ``index_shuffle(o, m - 1,
+   seed_{1+k})`` for ``m > 2**14``, and for smaller windows the ``o``-th entry of
+   ``argsort(splitmix64(seed_{1+k} * 0x9E3779B97F4A7C15 + j) for j in 0 .. m-1)`` (stable sort;
+   :func:`small_window_order`), which costs far less than building Grain's small-range table for
+   every window.
 
 So positions ``[b_k, b_{k+1})`` of an epoch read exactly the keys of window ``k``'s units, each
 once: at most ``K`` shards are in use at a time, and every epoch reads each of its ``N`` keys
@@ -36,6 +40,7 @@ what checkpoints and worker striding need), with ``O(U)`` memory per epoch in us
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import numbers
@@ -51,6 +56,33 @@ from grainlite.sampling.index_shuffle import _shuffle_trusted
 
 # Epoch plans kept per order (each is O(units)); a worker reads one or two epochs at a time.
 _PLANS_KEPT = 8
+# Windows of at most this many keys are shuffled by small_window_order (rule 4).
+SMALL_WINDOW = 2**14
+_MASK64 = 2**64 - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _runs(values: np.ndarray) -> list[np.ndarray]:
+    """The positions of each distinct value of ``values``, one array per value (sorted by value):
+    one sort, not one pass per value."""
+    order = np.argsort(values, kind="stable")
+    bounds = np.flatnonzero(np.diff(values[order])) + 1
+    return np.split(order, bounds)
+
+
+@functools.lru_cache(maxsize=64)
+def small_window_order(size: int, seed: int) -> np.ndarray:
+    """The permutation of a window of ``size <= SMALL_WINDOW`` keys (rule 4): ``argsort`` of
+    SplitMix64 of ``seed * 0x9E3779B97F4A7C15 + j`` (mod 2**64) for ``j = 0 .. size - 1``."""
+    start = np.uint64((seed * _GOLDEN) & _MASK64)
+    z = np.arange(size, dtype=np.uint64) + start  # uint64 arrays wrap silently
+    z += np.uint64(_GOLDEN)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    order = np.argsort(z, kind="stable").astype(np.int64)
+    order.flags.writeable = False
+    return order
 
 
 @dataclass(frozen=True)
@@ -219,10 +251,9 @@ class StreamingOrder:
         if (groups == first).all():  # the usual block: one host's reads in one epoch
             e, q = divmod(first, self.partitions)
             return self._place(self.plan(q, e), positions).reshape(shape)
-        for group in np.unique(groups).tolist():
-            mask = groups == group
-            e, q = divmod(group, self.partitions)
-            out[mask] = self._place(self.plan(q, e), positions[mask])
+        for members in _runs(groups):
+            e, q = divmod(int(groups[members[0]]), self.partitions)
+            out[members] = self._place(self.plan(q, e), positions[members])
         return out.reshape(shape)
 
     def _place(self, plan: _Plan, positions: np.ndarray) -> np.ndarray:
@@ -232,12 +263,14 @@ class StreamingOrder:
         first = int(windows[0])
         groups: list[tuple[int, Any]] = [(first, slice(None))]
         if not (windows == first).all():  # the block crosses a window's end
-            groups = [(window, windows == window) for window in np.unique(windows).tolist()]
+            groups = [(int(windows[members[0]]), members) for members in _runs(windows)]
         for window, mask in groups:
             start = int(plan.window_starts[window])
             size = int(plan.window_starts[window + 1]) - start
             offsets = positions[mask] - start
-            if size > 1:
+            if SMALL_WINDOW >= size > 1:
+                offsets = small_window_order(size, plan.window_seeds[window])[offsets]
+            elif size > 1:
                 offsets = _shuffle_trusted(offsets, size - 1, plan.window_seeds[window])
             places[mask] = offsets + start
         slots = np.searchsorted(plan.slot_starts, places, side="right") - 1
