@@ -1,4 +1,5 @@
-"""Names Grain keeps under ``grain.experimental``.
+"""Names Grain keeps under ``grain.experimental``, and grainlite's own experimental names (the
+streaming order: ``StreamingSampler``, ``StreamingShuffleMapDataset``).
 
 Every name loads its module on first use (``_NAMES``, the one table of this namespace), so
 ``import grainlite`` imports no dataset node it does not need.
@@ -36,6 +37,7 @@ if _typing.TYPE_CHECKING:
     )
     from grainlite.dataset.experimental.parquet import ParquetIterDataset
     from grainlite.dataset.experimental.rebatch import RebatchIterDataset, batch_and_pad
+    from grainlite.dataset.experimental.streaming_shuffle import StreamingShuffleMapDataset
     from grainlite.dataset.experimental.tfrecord import TFRecordIterDataset
     from grainlite.dataset.experimental.thread_prefetch import (
         ThreadPrefetchDatasetIterator,
@@ -59,6 +61,7 @@ if _typing.TYPE_CHECKING:
     from grainlite.dataset.seed import RngPool
     from grainlite.device.dataset import device_put
     from grainlite.sampling.index_shuffle import index_shuffle
+    from grainlite.sampling.streaming_sampler import StreamingSampler
     from grainlite.transforms.base import FlatMapTransform, MapWithIndexTransform
     from grainlite.transforms.pack_and_batch import PackAndBatchOperation
     from grainlite.transforms.packing.layout import non_sequence_meta_features
@@ -84,6 +87,7 @@ _NAMES = {
     "batch_and_pad": "grainlite.dataset.experimental.rebatch",
     "LimitIterDataset": "grainlite.dataset.experimental.limit",
     "RepeatIterDataset": "grainlite.dataset.repeat",
+    "StreamingShuffleMapDataset": "grainlite.dataset.experimental.streaming_shuffle",
     "TFRecordIterDataset": "grainlite.dataset.experimental.tfrecord",
     "ThreadPrefetchDatasetIterator": "grainlite.dataset.experimental.thread_prefetch",
     "ThreadPrefetchIterDataset": "grainlite.dataset.experimental.thread_prefetch",
@@ -104,6 +108,7 @@ _NAMES = {
     "RngPool": "grainlite.dataset.seed",
     "device_put": "grainlite.device.dataset",
     "index_shuffle": "grainlite.sampling.index_shuffle",
+    "StreamingSampler": "grainlite.sampling.streaming_sampler",
     "FlatMapTransform": "grainlite.transforms.base",
     "MapWithIndexTransform": "grainlite.transforms.base",
     "PackAndBatchOperation": "grainlite.transforms.pack_and_batch",

@@ -238,6 +238,7 @@ def test_importing_grainlite_and_grainlite_python_loads_no_dataset_node_module()
         ("ParquetIterDataset", "grainlite.dataset.experimental.parquet"),
         ("RebatchIterDataset", "grainlite.dataset.experimental.rebatch"),
         ("RepeatIterDataset", "grainlite.dataset.repeat"),
+        ("StreamingShuffleMapDataset", "grainlite.dataset.experimental.streaming_shuffle"),
         ("TFRecordIterDataset", "grainlite.dataset.experimental.tfrecord"),
         ("ThreadPrefetchDatasetIterator", "grainlite.dataset.experimental.thread_prefetch"),
         ("ThreadPrefetchIterDataset", "grainlite.dataset.experimental.thread_prefetch"),

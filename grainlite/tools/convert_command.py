@@ -29,7 +29,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         ),
     )
     command.add_argument("src", help="the input: a file, a folder, or tfds:<name>")
-    command.add_argument("dst", help="the output folder (must not exist, or be empty)")
+    command.add_argument(
+        "dst",
+        help="the output folder (must not exist, or be empty), or an empty s3:// or gs:// prefix",
+    )
     command.add_argument("--num-shards", type=int, default=None, help="default: one per 64 MiB")
     command.add_argument("--workers", type=int, default=1, help="processes writing shards")
     command.add_argument("--name", default=None, help="dataset name (default: SRC's name)")

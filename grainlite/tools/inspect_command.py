@@ -20,7 +20,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             "differs)."
         ),
     )
-    command.add_argument("path", help="the converted folder, or its manifest file")
+    command.add_argument(
+        "path", help="the converted folder or s3:// / gs:// prefix, or its manifest file"
+    )
     command.add_argument("--records", type=int, default=3, help="how many records to show")
     command.add_argument("--verify", action="store_true", help="read and check every record")
 

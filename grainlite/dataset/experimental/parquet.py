@@ -13,6 +13,11 @@ files at a time (Grain's rule), with the interleave's state. Under ``mp_prefetch
 workers, worker ``w`` reads the files ``paths[w::W]`` (Grain's ``set_slice``); a worker left
 without a file gives no rows. pyarrow is imported only when a file is read; it
 comes with ``pip install 'grainlite[parquet]'``.
+
+A path may be an ``s3://`` or ``gs://`` URL (``pip install 'grainlite[remote]'``): the file is then
+read through the object-store client (:mod:`grainlite.sources.locations`) with ranged GETs, the
+footer first, then one row group's column chunks at a time; ``storage_options`` (endpoint,
+credentials, retries) go to that client, read as ``docs/how-to/remote-data.md`` describes.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from grainlite.dataset.experimental.interleave import (
     InterleaveIterDataset,
 )
 from grainlite.errors import GrainliteTypeError
+from grainlite.sources import locations
 
 _FILES_AT_ONCE = 16  # Grain's cycle_length over several files
 
@@ -35,11 +41,18 @@ class ParquetIterDataset(IterDataset):
     """The rows of one Parquet file, or of several read round-robin.
 
     Args:
-      path: a file path, or a sequence of them.
+      path: a file path or ``s3://``/``gs://`` URL, or a sequence of them.
+      storage_options: options of the object-store client for URLs (endpoint, credentials).
       **read_kwargs: passed to ``pyarrow.parquet.ParquetFile`` (e.g. ``memory_map=True``).
     """
 
-    def __init__(self, path: str | Sequence[str], **read_kwargs: Any) -> None:
+    def __init__(
+        self,
+        path: str | Sequence[str],
+        *,
+        storage_options: dict[str, Any] | None = None,
+        **read_kwargs: Any,
+    ) -> None:
         super().__init__()
         paths = [path] if isinstance(path, str) else list(path)
         if not paths or not all(isinstance(p, str) for p in paths):
@@ -49,13 +62,17 @@ class ParquetIterDataset(IterDataset):
             )
         self._paths = paths
         self._read_kwargs = read_kwargs
+        self._storage_options = storage_options
 
     def __iter__(self) -> DatasetIterator:
         if len(self._paths) == 1:
-            return ParquetDatasetIterator(self._paths[0], self._read_kwargs)
+            return ParquetDatasetIterator(self._paths[0], self._read_kwargs, self._storage_options)
         if not self._paths:  # a worker's share without files
             return InterleaveDatasetIterator([], _FILES_AT_ONCE)
-        files = [ParquetIterDataset(p, **self._read_kwargs) for p in self._paths]
+        files = [
+            ParquetIterDataset(p, storage_options=self._storage_options, **self._read_kwargs)
+            for p in self._paths
+        ]
         return iter(InterleaveIterDataset(files, cycle_length=_FILES_AT_ONCE))
 
     def set_slice(self, sl: slice, sequential_slice: bool = False) -> None:
@@ -71,11 +88,18 @@ class ParquetIterDataset(IterDataset):
 class ParquetDatasetIterator(DatasetIterator):
     """The rows of one file, row group by row group; state ``{"row_group", ...}``."""
 
-    def __init__(self, path: str, read_kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        path: str,
+        read_kwargs: dict[str, Any],
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__()
         self._path = path
         self._read_kwargs = read_kwargs
+        self._storage_options = storage_options
         self._file: Any = None
+        self._handle: Any = None  # the object read through the client, for a URL
         self._group = 0
         self._index = 0
         self._loaded = -1  # the row group in _columns
@@ -85,8 +109,20 @@ class ParquetDatasetIterator(DatasetIterator):
     def _open(self) -> Any:
         if self._file is None:
             pq = require("pyarrow.parquet", "parquet", "ParquetIterDataset")
-            self._file = pq.ParquetFile(self._path, **self._read_kwargs)
+            source: Any = self._path
+            if locations.is_remote(self._path):
+                source = self._handle = locations.open_binary(self._path, self._storage_options)
+            try:
+                self._file = pq.ParquetFile(source, **self._read_kwargs)
+            except BaseException:
+                self._close_handle()
+                raise
         return self._file
+
+    def _close_handle(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
 
     def _load(self, group: int) -> None:
         table = self._open().read_row_group(group)
@@ -124,11 +160,13 @@ class ParquetDatasetIterator(DatasetIterator):
     def close(self) -> None:
         """Drops the open file and the row group held."""
         self._file, self._columns, self._loaded = None, [], -1
+        self._close_handle()
         super().close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_file"], state["_columns"], state["_loaded"] = None, [], -1
+        state["_handle"] = None
         return state
 
     def __str__(self) -> str:

@@ -15,7 +15,10 @@ mismatch, or a file that ends inside a record, raises :class:`~grainlite.errors.
 (a ValueError, as Grain raises for a short header) naming the file and the offset.
 
 The state is Grain's ``{"reader_offset": <byte offset of the next record>}``. The file is opened
-at the first read and read through a buffered reader.
+at the first read and read through a buffered reader. The path may be an ``s3://`` or ``gs://``
+URL (``pip install 'grainlite[remote]'``): the object is then read front to back through the
+object-store client (:mod:`grainlite.sources.locations`), one ranged GET per MiB, and a restored
+offset starts its reads there.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any, BinaryIO
 
 from grainlite.dataset.base import DatasetIterator, IterDataset
 from grainlite.errors import CorruptedDataError, GrainliteTypeError
+from grainlite.sources import locations
 
 _HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
@@ -81,10 +85,11 @@ class TFRecordIterDataset(IterDataset):
     """The records of the TFRecord file at ``path``, each as ``bytes``.
 
     Args:
-      path: the file to read.
+      path: the file to read, or an ``s3://``/``gs://`` URL.
+      storage_options: options of the object-store client for a URL (endpoint, credentials).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, storage_options: dict[str, Any] | None = None) -> None:
         super().__init__()
         if not isinstance(path, str):
             raise GrainliteTypeError(
@@ -93,9 +98,10 @@ class TFRecordIterDataset(IterDataset):
                 "with InterleaveIterDataset)."
             )
         self._path = path
+        self._storage_options = storage_options
 
     def __iter__(self) -> TFRecordDatasetIterator:
-        return TFRecordDatasetIterator(self._path)
+        return TFRecordDatasetIterator(self._path, self._storage_options)
 
     def __str__(self) -> str:
         return f"TFRecordIterDataset(path={self._path!r})"
@@ -104,9 +110,10 @@ class TFRecordIterDataset(IterDataset):
 class TFRecordDatasetIterator(DatasetIterator):
     """Reads one record per ``next()``; state ``{"reader_offset": n}``."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, storage_options: dict[str, Any] | None = None) -> None:
         super().__init__()
         self._path = path
+        self._storage_options = storage_options
         self._offset = 0
         self._file: BinaryIO | None = None
 
@@ -122,7 +129,7 @@ class TFRecordDatasetIterator(DatasetIterator):
     def __next__(self) -> bytes:
         file = self._file
         if file is None:
-            file = self._file = open(self._path, "rb")  # noqa: SIM115 (closed in close())
+            file = self._file = locations.open_binary(self._path, self._storage_options)
             file.seek(self._offset)
         header = file.read(_HEADER.size)
         if not header:

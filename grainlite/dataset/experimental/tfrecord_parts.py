@@ -29,6 +29,7 @@ from grainlite.dataset.experimental.tfrecord import (
     masked_crc32c,
 )
 from grainlite.errors import CorruptedDataError
+from grainlite.sources import locations
 
 
 class _TFRecordReader:
@@ -37,7 +38,7 @@ class _TFRecordReader:
     _reader: BinaryIO
 
     def __init__(self, path: str) -> None:
-        self._reader = open(path, "rb")  # noqa: SIM115 (closed by close() or __del__)
+        self._reader = locations.open_binary(path)  # a local file or an s3:// / gs:// URL
 
     def _corrupt(self, offset: int, what: str) -> CorruptedDataError:
         return CorruptedDataError(

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite._optional import require
+from grainlite.errors import GrainliteValueError
+from grainlite.sources import locations
 from grainlite.tools.convert import converter
 from grainlite.tools.convert import manifest as manifest_module
 from grainlite.tools.convert.shards import ShardTask, write_shard
@@ -67,6 +69,13 @@ def run(
     from apache_beam.options.pipeline_options import PipelineOptions
 
     plan = converter.plan(src, dst, options)
+    if locations.is_remote(plan.dst) and runner != "DirectRunner":
+        raise GrainliteValueError(
+            f"A bucket destination ({plan.dst!r}) is written through a local staging folder, "
+            f"which only DirectRunner's workers share; the runner is {runner!r}. Use "
+            f"--runner DirectRunner (or the local converter), or convert into a folder every "
+            f"worker sees and upload it."
+        )
     folder = converter.start(plan)
     try:
         pipeline_options = PipelineOptions([f"--runner={runner}", *pipeline_args])

@@ -9,21 +9,30 @@ the manifest last; rename the folder to ``dst``. A failure removes the partial f
 killed mid-way leaves only the ``.partial-`` folder (its shard writers end with it, see pool.py),
 which holds no manifest, is never mistaken for a conversion, and is reclaimed by the next
 conversion to ``dst`` or by ``python -m grainlite cleanup``.
+
+A destination in a bucket (``s3://``, ``gs://``: :mod:`grainlite.sources.locations`) must be an
+empty prefix (``--overwrite`` does not apply: nothing in a bucket is deleted). The shards are
+written into a local staging folder (under ``$TMPDIR``), each uploaded as soon as it is written
+and then removed locally, and the manifest is uploaded last: a prefix with a manifest is a complete
+conversion, as a folder is. A failure or a killed process leaves no manifest behind.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
 import secrets
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from grainlite.checks import is_int
 from grainlite.errors import GrainliteValueError
+from grainlite.sources import locations
 from grainlite.tools.convert import manifest as manifest_module
 from grainlite.tools.convert import partial
 from grainlite.tools.convert.inputs import open_input
@@ -127,9 +136,14 @@ class Plan:
 
 def plan(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: ConvertOptions) -> Plan:
     """Opens the input and decides the shards; checks the destination; writes nothing."""
-    text, dst_text = os.fspath(src), os.path.abspath(os.fspath(dst))
+    text, dst_text = os.fspath(src), os.fspath(dst)
+    remote = locations.is_remote(dst_text)
+    dst_text = dst_text.rstrip("/") if remote else os.path.abspath(dst_text)
     source = open_input(text, options.kind, options.split, options.data_dir, options.decode)
-    _check_destination(dst_text, options.overwrite)
+    if remote:
+        _check_remote_destination(dst_text)
+    else:
+        _check_destination(dst_text, options.overwrite)
     name = options.name or _default_name(text)
     count = options.num_shards or -(-source.size_bytes // TARGET_SHARD_BYTES)
     count = max(1, min(count, source.num_records)) if options.num_shards is None else count
@@ -173,6 +187,18 @@ def _check_destination(dst: str, overwrite: bool) -> None:
         )
 
 
+def _check_remote_destination(dst: str) -> None:
+    """Refuses a bucket prefix that already holds objects (never deleted or replaced there)."""
+    found = locations.glob_children(dst, "*")
+    if found:
+        raise GrainliteValueError(
+            f"The destination {dst!r} already holds {len(found)} object(s) "
+            f"({[locations.basename(f) for f in found[:3]]}); convert writes into an empty "
+            f"prefix of a bucket and deletes nothing there, --overwrite included: choose another "
+            f"prefix, or remove those objects with your storage tool first."
+        )
+
+
 def _default_name(src: str) -> str:
     base = os.path.basename(
         os.path.normpath(src.split(":", 1)[-1] if src.startswith("tfds:") else src)
@@ -182,7 +208,10 @@ def _default_name(src: str) -> str:
 
 def start(plan: Plan) -> str:
     """Creates and returns the partial folder the shards go into (beside the destination), after
-    removing the partial folders of ``plan.dst`` whose owner process is dead."""
+    removing the partial folders of ``plan.dst`` whose owner process is dead; for a bucket, a
+    local staging folder."""
+    if locations.is_remote(plan.dst):
+        return tempfile.mkdtemp(prefix="grainlite-convert-")
     parent = os.path.dirname(plan.dst)
     os.makedirs(parent, exist_ok=True)
     partial.remove_stale(plan.dst)
@@ -217,8 +246,42 @@ def finish(plan: Plan, folder: str, entries: Sequence[dict[str, Any]]) -> manife
     manifest_file = os.path.join(folder, manifest_module.manifest_name(plan.name, plan.split))
     with open(manifest_file, "w") as file:
         file.write(manifest_module.dumps(data))
-    _publish(folder, plan.dst)
+    if locations.is_remote(plan.dst):
+        _upload(folder, plan.dst, [entry["file"] for entry in entries])
+    else:
+        _publish(folder, plan.dst)
     return manifest_module.load(plan.dst)
+
+
+def _upload(folder: str, dst: str, files: Sequence[str]) -> None:
+    """Uploads the shards still in the staging ``folder``, then the manifest (last: it marks the
+    conversion complete), then removes the folder."""
+    for name in files:
+        upload_shard(folder, dst, name)
+    for name in sorted(os.listdir(folder)):  # the manifest: the one file left
+        locations.upload(os.path.join(folder, name), locations.join(dst, name))
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _upload_then_report(
+    folder: str,
+    dst: str,
+    report: Callable[[dict[str, Any]], None] | None,
+    entry: dict[str, Any],
+) -> None:
+    """Uploads a shard just written, then passes its entry on to ``report``."""
+    upload_shard(folder, dst, entry["file"])
+    if report:
+        report(entry)
+
+
+def upload_shard(folder: str, dst: str, name: str) -> None:
+    """Uploads the written shard ``name`` from the staging ``folder`` to the bucket prefix
+    ``dst`` and removes the local file (a shard already uploaded is skipped)."""
+    path = os.path.join(folder, name)
+    if os.path.exists(path):
+        locations.upload(path, locations.join(dst, name))
+        os.remove(path)
 
 
 def _publish(folder: str, dst: str) -> None:
@@ -244,6 +307,8 @@ def run(
     from grainlite.tools.convert.shards import write_shard
 
     folder = start(plan)
+    if locations.is_remote(plan.dst):  # each shard leaves the staging folder once written
+        on_shard = functools.partial(_upload_then_report, folder, plan.dst, on_shard)
     try:
         tasks = plan.tasks(folder)
         entries: list[dict[str, Any]] = []
@@ -255,7 +320,9 @@ def run(
         else:
             from grainlite.tools.convert.pool import write_in_processes
 
-            entries = write_in_processes(tasks, workers, on_shard)
+            # A process that used the object-store client has its runtime's threads: no fork.
+            fork = not locations.is_remote(plan.dst)
+            entries = write_in_processes(tasks, workers, on_shard, fork=fork)
         return finish(plan, folder, entries)
     except BaseException:
         discard(folder)

@@ -18,18 +18,19 @@ the same bytes)::
     extra           facts of the input kind (class names, skipped files)
 
 The manifest is written last, and the folder is renamed into place only after it, so a folder
-with a manifest is a complete conversion.
+with a manifest is a complete conversion. In a bucket (an ``s3://`` or ``gs://`` prefix) the
+manifest is likewise the last object uploaded.
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from grainlite.errors import GrainliteValueError
+from grainlite.sources import locations
 from grainlite.tools.convert.features import Feature
 
 FORMAT = "grainlite.convert"
@@ -44,7 +45,7 @@ def manifest_name(name: str, split: str) -> str:
 
 @dataclass(frozen=True)
 class Manifest:
-    """A parsed manifest and the folder it lives in."""
+    """A parsed manifest and the folder it lives in (a local folder, or a bucket's prefix)."""
 
     folder: str
     data: dict[str, Any]
@@ -57,7 +58,7 @@ class Manifest:
     @property
     def shard_paths(self) -> list[str]:
         """Every shard's path, in key order."""
-        return [os.path.join(self.folder, shard["file"]) for shard in self.data["shards"]]
+        return [locations.join(self.folder, shard["file"]) for shard in self.data["shards"]]
 
     @property
     def num_records(self) -> int:
@@ -71,18 +72,22 @@ def dumps(data: dict[str, Any]) -> str:
 
 
 def find(path: str | os.PathLike[str]) -> str:
-    """The manifest file of ``path``: the file itself, or the one manifest in a folder."""
+    """The manifest file of ``path``: the file itself, or the one manifest in a folder (or in a
+    bucket's prefix: a URL ending in the manifest suffix is taken as the manifest)."""
     text = os.fspath(path)
-    if os.path.isfile(text):
+    remote = locations.is_remote(text)
+    if remote and text.endswith(SUFFIX):
         return text
-    if not os.path.isdir(text):
+    if not remote and os.path.isfile(text):
+        return text
+    if not remote and not os.path.isdir(text):
         raise FileNotFoundError(
             f"No converted dataset at {text!r}: pass the folder python -m grainlite convert wrote"
         )
-    found = sorted(glob.glob(os.path.join(glob.escape(text), "*" + SUFFIX)))
+    found = locations.glob_children(text, "*" + SUFFIX)
     if len(found) != 1:
         raise GrainliteValueError(
-            f"{text!r} holds {len(found)} manifests ({[os.path.basename(f) for f in found]}); a "
+            f"{text!r} holds {len(found)} manifests ({[locations.basename(f) for f in found]}); a "
             f"complete conversion holds exactly one: pass the manifest file itself, or convert "
             f"again (an interrupted conversion leaves none)."
         )
@@ -92,7 +97,7 @@ def find(path: str | os.PathLike[str]) -> str:
 def load(path: str | os.PathLike[str]) -> Manifest:
     """Reads the manifest of ``path`` (a converted folder or its manifest file)."""
     file = find(path)
-    with open(file) as handle:
+    with locations.open_binary(file) as handle:
         data = json.load(handle)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise GrainliteValueError(
@@ -104,4 +109,4 @@ def load(path: str | os.PathLike[str]) -> Manifest:
             f"{file} has manifest version {data.get('version')!r}; this grainlite reads version "
             f"{VERSION}: convert the source again with this grainlite."
         )
-    return Manifest(os.path.dirname(os.path.abspath(file)), data)
+    return Manifest(locations.dirname(file), data)

@@ -21,10 +21,14 @@ FORK_SAFE_KINDS = ("images", "numpy", "jsonl")
 
 
 def write_in_processes(
-    tasks: list[ShardTask], workers: int, on_shard: Callable[[dict[str, Any]], None] | None
+    tasks: list[ShardTask],
+    workers: int,
+    on_shard: Callable[[dict[str, Any]], None] | None,
+    fork: bool = True,
 ) -> list[dict[str, Any]]:
     """Writes every shard with up to ``workers`` processes; returns their entries in shard order
-    and reports each to ``on_shard`` as it finishes. A worker's error is raised here."""
+    and reports each to ``on_shard`` as it finishes. A worker's error is raised here. ``fork``
+    False spawns the workers whatever the input (this process runs threads fork must not copy)."""
     import multiprocessing
     import os
     import threading
@@ -32,7 +36,8 @@ def write_in_processes(
 
     source = tasks[0].source
     forkable = (
-        source.kind in FORK_SAFE_KINDS
+        fork
+        and source.kind in FORK_SAFE_KINDS
         and threading.active_count() == 1  # A thread's held lock would be copied held.
         and "fork" in multiprocessing.get_all_start_methods()
     )
