@@ -102,7 +102,7 @@ def test_grains_default_sharding_restores_onto_another_host_count_exactly_once(
         (("filter",), 25, 3, 4, (4, 9, 13), 2),
         (("filter",), 25, 4, 3, (6, 6, 6, 7), 1),
         ((), 5, 2, 3, (4, 7), 3),  # host 0 (3 records) owes the rest of epoch 1 and epoch 2
-        (("filter",), 5, 2, 7, (3, 4), 2),  # new hosts 5 and 6 hold no block: holes only
+        ((), 5, 2, 7, (1, 6), 2),  # new hosts 5 and 6 hold no block: they read holes only
     ],
     ids=["23:2-to-3", "23:2-to-3-late", "23:3-to-2", "25:3-to-4", "25:4-to-3", "drift", "empty"],
 )
