@@ -310,12 +310,12 @@ class IndexSampler(_KeyedSampler):
         The vectorized form of ``sampler[i].record_key``: no generators are made, and each epoch
         present in the block is shuffled with one vectorized call.
         """
+        positions = np.array(indices, dtype=np.int64)
+        if positions.size and positions.min() < 0:  # read by their own layout's blocks
+            return self._foreign_keys(positions)
         if not self._block_len:
             # Only reachable for another host's index: this host reads none (see __init__).
             raise self._no_records_error()
-        positions = np.array(indices, dtype=np.int64)
-        if positions.size and positions.min() < 0:
-            return self._foreign_keys(positions)
         if self._shard_options.shard_count > 1:
             positions //= self._shard_options.shard_count
         if not positions.size:
@@ -351,11 +351,10 @@ class IndexSampler(_KeyedSampler):
                 f"{code}, which names a record of {count} hosts, more hosts than the sampler's "
                 f"{self._num_records} records"
             )
-        options = self._shard_options
-        if not options.drop_remainder:
+        if isinstance(self._shard_options, NoSharding):
             return (
                 f"{code}, which names a record of {count} hosts, but this sampler is not "
-                f"sharded with drop_remainder=True"
+                f"sharded by itself (NoSharding)"
             )
         if index >= self.resharded(index % count, count)._length:
             return (

@@ -116,6 +116,16 @@ def _warn_if_torch_ranks() -> None:
         )
 
 
+def block_length(
+    num_examples: int, shard_index: int, shard_count: int, drop_remainder: bool
+) -> int:
+    """How many examples the block of :func:`even_split` holds for this shard (without its
+    warning): ``num_examples // shard_count``, plus one for the first ``num_examples %
+    shard_count`` shards unless ``drop_remainder``."""
+    per_shard, remainder = divmod(num_examples, shard_count)
+    return per_shard + int(not drop_remainder and shard_index < remainder)
+
+
 def even_split(num_examples: int, options: ShardOptions) -> tuple[int, int]:
     """The contiguous block ``[start, end)`` of ``range(num_examples)`` that a shard reads.
 

@@ -1,10 +1,12 @@
 """One JAX process of the sampler-sharded elastic Orbax test in ``test_elastic_resharding.py``.
 
 Usage: ``python resharding_multihost_job.py PHASE PROCESS_ID PROCESS_COUNT PORT FOLDER OUT_JSON
-WORKERS``.
+WORKERS FORM``.
 
-Every process builds Grain's tutorial loader: ``IndexSampler(n, ShardByJaxProcess(drop_remainder=
-True), shuffle=True, ...)`` (see ``resharding_helpers``), with a Filter and a Batch.
+Every process builds ``IndexSampler(n, ShardByJaxProcess(drop_remainder=...), shuffle=True, ...)``
+(see ``resharding_helpers``), with a Filter and a Batch: FORM ``drop`` is Grain's tutorial
+(``drop_remainder=True``), ``default`` Grain's default ``ShardByJaxProcess()`` (blocks of unequal
+length).
 
 ``save``: reads and saves with one CheckpointManager on FOLDER (shared by all processes) at each
 step of ``SAVE_AFTER``: step ``k`` after this process has read ``SAVE_AFTER[k][process_id]``
@@ -30,10 +32,11 @@ SAVE_AFTER = {
 SPEC = ("filter",)
 BATCH = 2
 ALTERNATE = (0, 2)  # the worker counts a negative WORKERS alternates between, by step
+FORMS = ("drop", "default")  # FORM: drop_remainder=True (the tutorial), or Grain's default
 
 
 def main() -> None:
-    phase, process_id, process_count, port, folder, out, workers_arg = sys.argv[1:]
+    phase, process_id, process_count, port, folder, out, workers_arg, form_arg = sys.argv[1:]
     logging.disable(logging.WARNING)  # the drop_remainder notice, once per sampler
     import jax
 
@@ -46,11 +49,12 @@ def main() -> None:
 
     index, count = jax.process_index(), jax.process_count()
     ops = helpers.operations(SPEC, BATCH)
+    drop_remainder = {"drop": True, "default": False}[form_arg]
 
     def make(workers: int) -> grain.DataLoader:
         sampler = grain.IndexSampler(
             helpers.NUM_RECORDS,
-            shard_options=grain.ShardByJaxProcess(drop_remainder=True),
+            shard_options=grain.ShardByJaxProcess(drop_remainder=drop_remainder),
             shuffle=True,
             num_epochs=helpers.EPOCHS,
             seed=helpers.SEED,

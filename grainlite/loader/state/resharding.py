@@ -1,32 +1,38 @@
 """Elastic restore of a sampler-sharded ``IndexSampler`` onto another host count.
 
-``IndexSampler(n, shard_options=ShardByJaxProcess(drop_remainder=True), ...)`` gives host ``s``
-of ``S`` its own contiguous block of ``L = n // S`` records, shuffled per epoch, and numbers them
-per host: host ``s`` reads its global indices ``s + S*p`` for host positions ``p = 0, 1, ...``,
-position ``p`` being epoch ``p // L``. Another host count splits the records into other blocks,
-so the general rule of :mod:`grainlite.loader.state.elastic` (one index space shared by every
-layout) does not apply. The rule for this case, written once here and in
+``IndexSampler(n, shard_options=ShardByJaxProcess(), ...)`` (with or without
+``drop_remainder``) gives host ``s`` of ``S`` its own contiguous block of ``L_s`` records,
+shuffled per epoch, and numbers them per host: host ``s`` reads its global indices ``s + S*p`` for
+host positions ``p = 0, 1, ...``, position ``p`` being in its epoch ``p // L_s``. With
+``drop_remainder=True`` every block has ``L_s = n // S`` records; without it (Grain's default) the
+first ``n mod S`` blocks have one more, so a host with a shorter block starts its next epoch
+sooner, and with ``num_epochs`` set every host reads its indices below ``num_epochs * n`` (a
+shorter block wraps into a partial extra epoch). Another host count splits the records into other
+blocks, so the general rule of :mod:`grainlite.loader.state.elastic` (one index space shared by
+every layout) does not apply. The rule for this case, written once here and in
 ``docs/how-to/checkpointing.md``:
 
-1. **The epoch.** ``E`` is the largest epoch of a record any saving stream had read: its last
-   native read, a record partly delivered through a FlatMap, or a hole still to read from an
-   earlier resize (``-1`` if none). Records the saving hosts' blocks never held (the ``n mod S``
-   dropped by ``drop_remainder``) were never due, so they are not undelivered.
+1. **The epoch.** ``E`` is the largest epoch (of its own host) of a record any saving stream had
+   read: its last native read, a record partly delivered through a FlatMap, or a hole still to
+   read from an earlier resize (``-1`` if none). Records the saving hosts' blocks never held (the
+   ``n mod S`` dropped by ``drop_remainder``) or that their streams never reach (past the
+   sampler's end) were never due, so they are not undelivered.
 2. **The holes.** Every record of an epoch ``<= E`` that a saving stream had not delivered: its
-   unread holes and its native positions from where it stands up to the end of epoch ``E``
-   (with the FlatMap skips and delivered failures of the worker-count rule). Each is named by
-   the old host count and its old global index (a negative "foreign" index, see
-   :mod:`grainlite.sampling.foreign`), and keeps the per-record generator it had.
+   unread holes and its native positions from where it stands up to the end of its host's epoch
+   ``E`` (a host behind the others owes all its epochs up to ``E``), with the FlatMap skips and
+   delivered failures of the worker-count rule. Each is named by the old host count and its old
+   global index (a negative "foreign" index, see :mod:`grainlite.sampling.foreign`), and keeps
+   the per-record generator it had.
 3. **The deal.** The holes, sorted by (epoch, position in the epoch, old host), are dealt round
-   robin to the ``S' * max(W', 1)`` new streams exactly as in the general rule, with the bound
-   ``M = S' * (E + 1) * L'`` (``L' = n // S'``): the first index of epoch ``E + 1`` in the new
-   layout.
+   robin to the ``S' * max(W', 1)`` new streams exactly as in the general rule; new host ``s'``
+   starts its tail at index ``s' + S' * (E + 1) * L'_s'``, the first of its epoch ``E + 1``
+   (``L'_s'`` its block in the new layout), and ``g0`` is the stream whose tail starts with the
+   smallest index.
 4. **The order.** Each new stream reads its holes, then its native tail from epoch ``E + 1`` on:
    from there every host reads its new block, as a fresh run of ``S'`` hosts would.
 
 The restore compares the sampler up to its shard: the same ``num_records``, ``shuffle``,
-``num_epochs``, ``seed`` and ``drop_remainder=True`` (without it blocks differ in size and hosts'
-epochs do not line up, so it is refused).
+``num_epochs``, ``seed`` and ``drop_remainder``.
 """
 
 from __future__ import annotations
@@ -37,12 +43,13 @@ from typing import Any
 
 from grainlite.errors import CheckpointMismatchError
 from grainlite.loader.state import codec
-from grainlite.loader.state import holes_field as pending_field
 from grainlite.loader.state.codec import SavedState
+from grainlite.loader.state.deal import Remainder
+from grainlite.loader.state.streams import old_streams, undelivered
 from grainlite.loader.state.worker_state import bad, position_of
 from grainlite.sampling import foreign
 from grainlite.sampling.samplers import IndexSampler
-from grainlite.sampling.sharding import NoSharding
+from grainlite.sampling.sharding import NoSharding, block_length
 
 _REPR = re.compile(
     r"IndexSampler\(num_records=(?P<num_records>\d+), shard_options=\w+\("
@@ -105,52 +112,40 @@ def check_sampler(document: Any, host: int, hosts: int, sampler: IndexSampler) -
     )
 
 
-def check_holes(position: codec.IteratorPosition, sampler: Any) -> None:
-    """Refuses a restored position (its states typed, see
-    :func:`~grainlite.loader.state.codec.worker_states`) whose holes name records of another
-    layout (negative indices) that ``sampler`` cannot read."""
-    problem = getattr(sampler, "foreign_problem", None)
-    options = getattr(sampler, "_shard_options", None)
-    readable = problem is not None and getattr(options, "drop_remainder", False)
-    for state in position.states:
-        if state.plan is None:
-            continue
-        for code in state.plan.head:
-            if code >= 0:
-                continue
-            if problem is None or not readable:  # only a sampler-sharded IndexSampler writes one
-                raise bad(
-                    f"{pending_field.FIELD}: a hole index must be an integer >= 0, got {code}"
-                )
-            why = problem(code)
-            if why is not None:
-                raise bad(f"{pending_field.FIELD} holds the hole {why}")
+class _Epochs:
+    """Where a global index of a sampler-sharded ``IndexSampler`` falls (rule 1's epochs).
 
+    Host ``s`` of ``S`` holds a block of ``L_s`` records (:func:`block_length`) and reads the
+    global indices ``s + S*p``; position ``p`` is in its epoch ``p // L_s``.
+    """
 
-def _epoch(code: int, num_records: int) -> tuple[int, int, int, int]:
-    """A foreign hole's sort key: (epoch, position in the epoch, old host, old host count)."""
-    count, index = foreign.decode_one(code)
-    position, per_host = index // count, num_records // count
-    return position // per_host, position % per_host, index % count, count
+    def __init__(self, num_records: int, drop_remainder: bool, hosts: int) -> None:
+        self.num_records, self.drop_remainder, self.hosts = num_records, drop_remainder, hosts
+
+    def block(self, host: int, hosts: int) -> int:
+        """``L_s`` of host ``host`` of ``hosts``."""
+        return block_length(self.num_records, host, hosts, self.drop_remainder)
+
+    def locate(self, code: int) -> tuple[int, int, int, int]:
+        """(epoch, position in the epoch, host, host count) of an index of the saving layout
+        (``code >= 0``) or of a foreign code (a hole left by an earlier resize): the order the
+        holes are dealt in."""
+        hosts, index = foreign.decode_one(code) if code < 0 else (self.hosts, code)
+        host, position = index % hosts, index // hosts
+        epoch, offset = divmod(position, self.block(host, hosts))
+        return epoch, offset, host, hosts
+
+    def epoch(self, code: int) -> int:
+        """The epoch of ``code`` (see :meth:`locate`)."""
+        return self.locate(code)[0]
 
 
 def remainder(
-    documents: dict[int, SavedState | Any], hosts: int, layout: codec.Layout, pipeline: Any
-) -> codec.IteratorPosition:
-    """This host's new position from the states of all ``hosts`` old hosts (the module's rule);
-    ``documents`` as :func:`grainlite.loader.state.elastic.remainder` takes them."""
-    from grainlite.loader.state import elastic  # elastic imports this module: imported when used
-
+    saved: dict[int, SavedState], hosts: int, layout: codec.Layout, pipeline: Any
+) -> Remainder:
+    """What the ``hosts`` old hosts left (the module's rule), from the saved state of each, by
+    host index."""
     sampler: IndexSampler = pipeline.sampler
-    if not sampler._shard_options.drop_remainder:
-        raise CheckpointMismatchError(
-            f"This checkpoint was saved by {hosts} JAX processes and this run has "
-            f"{layout.shard_count}; the sampler shards by itself without drop_remainder "
-            f"({sampler!r}), so hosts' blocks differ in size and their epochs do not line "
-            f"up. Restore with {hosts} processes, or build the sampler with "
-            f"ShardByJaxProcess(drop_remainder=True) (or shard with the DataLoader's "
-            f"shard_options over a NoSharding sampler) before saving."
-        )
     n = sampler._num_records
     if hosts > n:
         raise bad(
@@ -158,9 +153,8 @@ def remainder(
             f"IndexSampler allows"
         )
     streams = []
-    for host, entry in sorted(documents.items()):
-        document = entry.document if isinstance(entry, SavedState) else entry
-        check_sampler(document, host, hosts, sampler)
+    for host, state in sorted(saved.items()):
+        check_sampler(state.document, host, hosts, sampler)
         old_sampler = sampler.resharded(host, hosts)
         old_pipeline = dataclasses.replace(
             pipeline, sampler=old_sampler, shard_index=host, shard_count=hosts
@@ -169,32 +163,28 @@ def remainder(
             layout,
             shard_index=host,
             shard_count=hosts,
-            sampler_repr=document.get("sampler", repr(old_sampler)),
+            sampler_repr=state.document.get("sampler", repr(old_sampler)),
             sampler_length=len(old_sampler),
         )
-        host_streams = elastic._old_streams(entry, host, hosts, old_layout, old_pipeline)
-        elastic.resolve_cursors(host_streams, old_pipeline)
-        streams += host_streams
-    per_host = n // hosts
-
-    def epoch_of(index: int) -> int:
-        return _epoch(index, n)[0] if index < 0 else index // hosts // per_host
-
+        streams += old_streams(state, host, hosts, old_layout, old_pipeline)
+    epochs = _Epochs(n, sampler._shard_options.drop_remainder, hosts)
     last = -1  # rule 1: E
     for stream in streams:
         position = position_of(stream.start)
         if position - 1 >= stream.slice.tail_start:  # its last native read
-            last = max(last, epoch_of(stream.slice.index(position - 1)))
+            last = max(last, epochs.epoch(stream.slice.index(position - 1)))
         # Everything before its tail was read or is a hole: after an earlier resize, the tail
         # starts at the epoch after that resize's E, whose records the older layout delivered.
-        last = max(last, epoch_of(stream.tail_index) - 1)
+        last = max(last, epochs.epoch(stream.tail_index) - 1)
         for index in set(stream.skips) | stream.drops | set(stream.slice.head):
-            last = max(last, epoch_of(index))
-    holes = elastic.undelivered(
+            last = max(last, epochs.epoch(index))
+    holes = undelivered(
         streams,
-        lambda index: epoch_of(index) > last,
+        lambda index: epochs.epoch(index) > last,
         code=lambda index: foreign.encode(hosts, index) if index >= 0 else index,
     )
-    ordered = sorted(holes.items(), key=lambda hole: _epoch(hole[0], n))
-    bound = layout.shard_count * (last + 1) * (n // layout.shard_count)
-    return elastic._deal(ordered, bound, hosts, layout, pipeline, key=lambda i: _epoch(i, n))
+    ordered = sorted(holes.items(), key=lambda hole: epochs.locate(hole[0]))
+    # Rule 3: new host s' starts its tail at its position (E + 1) * L'_s', its epoch E + 1.
+    new = layout.shard_count
+    tails = tuple(s + new * (last + 1) * epochs.block(s, new) for s in range(new))
+    return Remainder(ordered, tails, own=False, key=epochs.locate)
