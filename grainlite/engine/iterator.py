@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Protocol, Self
 
 from grainlite.engine.failures import FailedElement, hide_internal_frames, stopped_error
 from grainlite.engine.position import IteratorPosition
+from grainlite.stats import tracing
 
 
 class Stream(Protocol):
@@ -118,6 +119,11 @@ class IteratorShell:
 
     # The shell --------------------------------------------------------------------------------
     def __next__(self) -> Any:
+        if tracing.active():  # a jax.profiler trace records: this next() is a span
+            return tracing.traced_next(self._take, lambda: getattr(self._stream, "counters", None))
+        return self._take()
+
+    def _take(self) -> Any:
         stream = self._stream
         if stream is None:
             if self._stopped_by is not None:

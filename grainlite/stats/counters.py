@@ -17,6 +17,8 @@ import os
 import time
 from typing import Any
 
+from grainlite.stats import tracing
+
 SAMPLE_MEAN_GAP = 64
 """In the long run, about one element in this many is timed in sampled stages."""
 
@@ -58,7 +60,10 @@ class SampleGaps:
         return gaps[::-1]
 
     def next_gap(self) -> int:
-        """How many elements until the next timed one."""
+        """How many elements until the next timed one (1 in a worker that puts its spans in
+        ``jax.profiler`` traces: every element is timed, see :mod:`grainlite.stats.tracing`)."""
+        if tracing.EVERY_ELEMENT:
+            return 1
         pending = self._pending
         if not pending:
             pending += self._draw(_BLOCK, SAMPLE_MEAN_GAP)
@@ -138,15 +143,27 @@ class WorkerCounters:
       in_flight: the sum, over sends, of elements already sent and not yet taken (occupancy).
       buffer: the buffer size (credits) this worker runs with.
       pipeline: an object whose ``stage_snapshots()`` lists the pipeline's stages, or None.
+      profiler_port: the port of the worker's ``jax.profiler`` server (0: none; see
+        :mod:`grainlite.stats.tracing`), reported so the parent registers the worker.
     """
 
-    __slots__ = ("blocked_ns", "buffer", "encode_ns", "in_flight", "pipeline", "sent", "started_ns")
+    __slots__ = (
+        "blocked_ns",
+        "buffer",
+        "encode_ns",
+        "in_flight",
+        "pipeline",
+        "profiler_port",
+        "sent",
+        "started_ns",
+    )
 
     def __init__(self, buffer: int) -> None:
         self.started_ns = clock()
         self.encode_ns = self.blocked_ns = self.sent = self.in_flight = 0
         self.buffer = buffer
         self.pipeline: Any = None
+        self.profiler_port = 0  # the worker's jax.profiler server (0: none)
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-able cumulative numbers, sent to the parent now and then (see the protocol)."""
@@ -159,6 +176,7 @@ class WorkerCounters:
             "sent": self.sent,
             "in_flight": self.in_flight,
             "buffer": self.buffer,
+            "profiler_port": self.profiler_port,
         }
 
 
