@@ -120,10 +120,17 @@ class IteratorShell:
     # The shell --------------------------------------------------------------------------------
     def __next__(self) -> Any:
         if tracing.active():  # a jax.profiler trace records: this next() is a span
-            return tracing.traced_next(self._take, lambda: getattr(self._stream, "counters", None))
-        return self._take()
+            element = tracing.traced_next(
+                self._take, lambda: getattr(self._stream, "counters", None)
+            )
+        else:
+            element = self._take()
+        if element.__class__ is FailedElement:  # raised in the pipeline: the stream goes on
+            raise hide_internal_frames(element.error)
+        return element
 
     def _take(self) -> Any:
+        """The next element or FailedElement, starting the stream if there is none."""
         stream = self._stream
         if stream is None:
             if self._stopped_by is not None:
@@ -146,8 +153,6 @@ class IteratorShell:
             self._stopped_by = error
             self._after_error()
             raise
-        if element.__class__ is FailedElement:  # raised in the pipeline: the stream goes on
-            raise hide_internal_frames(element.error)
         return element
 
     def start_prefetch(self) -> None:
