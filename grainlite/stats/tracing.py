@@ -14,9 +14,10 @@ Worker processes join a trace through JAX's subprocess profiling (``jax.profiler
 register_subprocess``, JAX 0.7.1 and newer), behind one switch: the ``grain.config`` option
 ``jax_profile_workers`` (environment variable :data:`~grainlite.config.JAX_PROFILE_WORKERS_ENV`).
 With it on, each worker imports JAX, starts a profiler server on a free local port
-(:func:`start_worker_server`) and names its main thread ``grainlite w<index> <pid>`` (the Linux
-limit of 15 characters may cut the pid short; the profile's process, ``/host:CPU [pid]``, holds
-it whole); the training process registers it (:func:`register_worker`). A trace started with
+(:func:`start_worker_server`) and names its main thread ``grain w<index> <pid>`` (``w<index>
+<pid>`` where that passes Linux's 15 characters for a thread name; the profile's process,
+``/host:CPU [pid]``, holds the pid too); the training process registers it
+(:func:`register_worker`) at the iterator's first ``next()``. A trace started with
 ``profile_subprocesses`` (see :func:`profile_options`) then asks every registered worker for its
 spans and merges them into the same profile. With the switch on a worker times every element of
 every stage (not a sample), so each element it makes has its spans; it costs one check per
@@ -165,7 +166,8 @@ def start_worker_server(worker: int) -> int | None:
             error,
         )
         return None
-    _name_thread(f"grainlite w{worker} {os.getpid()}")
+    name = f"grain w{worker} {os.getpid()}"
+    _name_thread(name if len(name) <= 15 else f"w{worker} {os.getpid()}")
     _bind()
     EVERY_ELEMENT = True
     return port
