@@ -22,7 +22,7 @@ grainlite adds one option of its own (Grain has no such option):
   pipeline that really decodes on a GPU in its workers. The value lives in the environment
   variable ``GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS`` (``0`` means ``False``), which works too.
 
-and three more:
+and four more:
 
 * ``jax_profile_workers`` (default ``False``): worker processes put their spans (read, each
   transform, batch, transport) into ``jax.profiler`` traces of the training process: each worker
@@ -30,6 +30,10 @@ and three more:
   (``jax.profiler.register_subprocess``); see :mod:`grainlite.stats.tracing` and
   ``docs/how-to/jax-profiler.md``. The value lives in the environment variable
   ``GRAINLITE_JAX_PROFILE_WORKERS`` (``1`` means ``True``), read by workers when they start.
+* ``timeline_seconds`` (default ``None``): every process of an iterator records its spans, and
+  ``iterator.stats().timeline(path)`` writes the last this many seconds of them as a Chrome trace
+  JSON (see :mod:`grainlite.stats.timeline`). The value lives in the environment variable
+  ``GRAINLITE_TIMELINE_SECONDS``, read when an iterator's stream and its workers start.
 
 * ``first_element_in_parent`` (default ``False``): accepted (a bool) and stored, and changes
   nothing. Earlier grainlite versions made an iterator's first element in the calling process
@@ -65,6 +69,9 @@ _HIDE_ACCELERATORS = "hide_accelerators_in_workers"
 JAX_PROFILE_WORKERS_ENV = "GRAINLITE_JAX_PROFILE_WORKERS"
 """The environment variable that holds ``jax_profile_workers`` (``1``: on)."""
 _PROFILE_WORKERS = "jax_profile_workers"
+TIMELINE_SECONDS_ENV = "GRAINLITE_TIMELINE_SECONDS"
+"""The environment variable that holds ``timeline_seconds`` (empty or ``0``: off)."""
+_TIMELINE = "timeline_seconds"
 _TRUE_WORDS = ("1", "true", "yes", "on")
 _FALSE_WORDS = ("0", "false", "no", "off")
 _WORKER_TIMEOUT = "worker_timeout_s"
@@ -130,6 +137,17 @@ def update(name: str, value: Any) -> None:
             )
         os.environ[JAX_PROFILE_WORKERS_ENV] = "1" if value else "0"  # workers read it
         return
+    if name == _TIMELINE:
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+        ):
+            raise GrainliteValueError(
+                f"grain.config option {_TIMELINE} must be a number of seconds > 0 or None "
+                f"(got {value!r}); e.g. 60 to keep the last minute of spans for "
+                "stats().timeline()."
+            )
+        os.environ[TIMELINE_SECONDS_ENV] = "" if value is None else str(float(value))
+        return
     if name == _FIRST_IN_PARENT:
         if not isinstance(value, bool):
             raise GrainliteTypeError(
@@ -184,6 +202,13 @@ def get_or_default(name: str) -> Any:
     if name == _PROFILE_WORKERS:
         raw = os.environ.get(JAX_PROFILE_WORKERS_ENV, "").strip().lower()
         return raw in _TRUE_WORDS
+    if name == _TIMELINE:
+        raw = os.environ.get(TIMELINE_SECONDS_ENV, "").strip()
+        try:
+            seconds = float(raw) if raw else 0.0
+        except ValueError:
+            seconds = 0.0
+        return seconds if seconds > 0 else None
     if name == _WORKER_TIMEOUT:
         return _stored.get(name)
     if name == _FIRST_IN_PARENT:
@@ -204,6 +229,7 @@ def __getattr__(name: str) -> Any:
         _WORKER_TIMEOUT,
         _FIRST_IN_PARENT,
         _PROFILE_WORKERS,
+        _TIMELINE,
     ):
         return get_or_default(name)
     raise AttributeError(f"module 'grainlite.config' has no attribute {name!r}")
@@ -214,6 +240,7 @@ __all__ = [
     "JAX_PROFILE_WORKERS_ENV",
     "STALL_WARNING_S",
     "SUPPORTED",
+    "TIMELINE_SECONDS_ENV",
     "TRACEBACK_FILTERING_ENV",
     "get_or_default",
     "update",

@@ -148,6 +148,7 @@ class Worker:
         """Runs the pipeline of ``init`` until the parent stops this worker."""
         self.credits = self.counters.buffer = init.credits
         self.pool = self.make_pool(init)
+        tracing.arm_timeline()  # timeline_seconds: this worker records its spans
         if tracing.workers_switched_on():  # jax_profile_workers: the first message is the port
             self.counters.profiler_port = tracing.start_worker_server(init.worker) or 0
             self.report_stats()  # the parent registers the server before the first next()

@@ -141,6 +141,7 @@ class IteratorShell:
                 error, self._start_error = self._start_error, None
                 raise error
             self._before_start()
+            tracing.arm_timeline()  # the timeline_seconds option, read once per stream
             stream = self._stream = self._start()
         try:
             element = stream.next()
@@ -161,6 +162,7 @@ class IteratorShell:
 
     def _start_early(self) -> None:
         """``start_prefetch()`` for ``iter()``: an error is kept for the first ``next()``."""
+        tracing.arm_timeline()  # the timeline_seconds option, read once per stream
         try:
             self.start_prefetch()
         except Exception as error:

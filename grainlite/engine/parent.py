@@ -246,6 +246,9 @@ class WorkerStream:
 
     def _note_stats(self, w: int, message: StatsReport) -> None:
         """Keeps worker ``w``'s counters; registers its profiler server when it reports one."""
+        spans = message.stats.pop("spans", None)  # timeline_seconds: its spans since the last
+        if spans:
+            self.counters.keep_spans(w, self._group.pid(w), spans)
         self.counters.workers[w] = message.stats
         if message.stats.get("profiler_port") and w not in self._profiled:
             self._profiled[w] = tracing.register_worker(

@@ -13,6 +13,7 @@ environment turns the timing off (the benchmark of its overhead compares both).
 
 from __future__ import annotations
 
+import collections
 import os
 import time
 from typing import Any
@@ -177,7 +178,14 @@ class WorkerCounters:
             "in_flight": self.in_flight,
             "buffer": self.buffer,
             "profiler_port": self.profiler_port,
+            **_new_spans(),
         }
+
+
+def _new_spans() -> dict[str, Any]:
+    """``{"spans": [...]}``: the timeline's spans recorded since the last report, if it records."""
+    recorder = tracing.recorder()
+    return {"spans": recorder.drain()} if recorder is not None else {}
 
 
 class ParentCounters:
@@ -201,6 +209,7 @@ class ParentCounters:
         "delivered",
         "ended_ns",
         "first_ns",
+        "spans",
         "started_ns",
         "transport_ns",
         "wait_ns",
@@ -214,6 +223,15 @@ class ParentCounters:
         self.wait_ns = self.transport_ns = self.delivered = 0
         self.workers: dict[int, dict[str, Any]] = {}
         self.worker_count = worker_count
+        self.spans: dict[tuple[int, int], collections.deque[Any]] = {}  # (worker, pid) -> spans
+
+    def keep_spans(self, worker: int, pid: int, spans: list[Any]) -> None:
+        """Keeps a worker's timeline spans (the newest :data:`~grainlite.stats.tracing.
+        SPAN_LIMIT` per worker process)."""
+        kept = self.spans.get((worker, pid))
+        if kept is None:
+            kept = self.spans[(worker, pid)] = collections.deque(maxlen=tracing.SPAN_LIMIT)
+        kept.extend(tuple(span) for span in spans)
 
     def start(self) -> None:
         """Marks the start of iteration (worker start-up counts from here); idempotent."""

@@ -27,12 +27,14 @@ profiling, runs as before and logs one line saying why its spans are missing.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
 import socket
 import sys
 from collections.abc import Callable
+from time import perf_counter_ns as clock
 from typing import Any
 
 from grainlite import config
@@ -41,9 +43,12 @@ logger = logging.getLogger("grainlite.stats")
 
 _PROFILER_MODULE = "jax.profiler"  # imported by ``import jax``
 _NULL = contextlib.nullcontext()
+SPAN_LIMIT = 200_000
+"""The timeline keeps at most this many spans per process (the oldest go first)."""
 
 _is_enabled: Callable[[], bool] | None = None
 _trace_me: Any = None
+_recorder: Recorder | None = None  # the timeline's spans in this process (timeline_seconds)
 
 EVERY_ELEMENT = False
 """True in a worker whose profiler server runs: every element is timed (and so gets its spans)."""
@@ -65,7 +70,10 @@ def _bind() -> bool:
 
 
 def active() -> bool:
-    """True while a ``jax.profiler`` trace records in this process (never imports JAX)."""
+    """True while a ``jax.profiler`` trace records in this process (never imports JAX), or
+    while the timeline records (``timeline_seconds``)."""
+    if _recorder is not None:
+        return True
     if _is_enabled is None and not _bind():
         return False
     assert _is_enabled is not None
@@ -73,13 +81,82 @@ def active() -> bool:
 
 
 def span(name: str, **metadata: Any) -> Any:
-    """A context that is a profiler span named ``name`` while a trace records, else nothing."""
-    if _is_enabled is None and not _bind():
-        return _NULL
-    assert _is_enabled is not None
-    if not _is_enabled():
-        return _NULL
-    return _trace_me(name, **metadata)
+    """A context that is a span named ``name`` while a trace (or the timeline) records, else
+    nothing."""
+    if _is_enabled is None:
+        _bind()
+    tracing = _is_enabled is not None and _is_enabled()
+    if _recorder is not None:
+        return _Recorded(name, _recorder, _trace_me(name, **metadata) if tracing else None)
+    return _trace_me(name, **metadata) if tracing else _NULL
+
+
+# The timeline (no JAX) ------------------------------------------------------------------------
+
+
+class Recorder:
+    """The spans of this process, newest last: ``(name, begin_ns, end_ns)`` on the monotonic
+    clock every process of the machine shares, at most ``limit`` of them."""
+
+    def __init__(self, seconds: float, limit: int = SPAN_LIMIT) -> None:
+        self.seconds = seconds
+        self.spans: collections.deque[tuple[str, int, int]] = collections.deque(maxlen=limit)
+
+    def drain(self) -> list[tuple[str, int, int]]:
+        """The spans recorded since the last call, oldest first (a worker reports them)."""
+        spans = list(self.spans)
+        self.spans.clear()
+        return spans
+
+
+class _Recorded:
+    """One span of the timeline (and of a ``jax.profiler`` trace too, when one records)."""
+
+    __slots__ = ("begin", "inner", "name", "recorder")
+
+    def __init__(self, name: str, recorder: Recorder, inner: Any) -> None:
+        self.name, self.recorder, self.inner = name, recorder, inner
+
+    def __enter__(self) -> _Recorded:
+        if self.inner is not None:
+            self.inner.__enter__()
+        self.begin = clock()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.recorder.spans.append((self.name, self.begin, clock()))
+        if self.inner is not None:
+            self.inner.__exit__(*exc_info)
+
+    def set_metadata(self, **metadata: Any) -> None:
+        if self.inner is not None:
+            self.inner.set_metadata(**metadata)
+
+
+def timeline_seconds() -> float:
+    """The ``timeline_seconds`` option (0: no timeline), from the environment workers inherit."""
+    value = config.get_or_default("timeline_seconds")
+    return float(value) if value else 0.0
+
+
+def arm_timeline() -> None:
+    """Starts (or stops) recording the timeline as the option now says; called when a stream
+    starts, and once in each worker process."""
+    global _recorder, EVERY_ELEMENT
+    seconds = timeline_seconds()
+    if not seconds:
+        _recorder = None
+        EVERY_ELEMENT = _server is not None
+        return
+    if _recorder is None:
+        _recorder = Recorder(seconds)
+    _recorder.seconds = seconds
+    EVERY_ELEMENT = True
+
+
+def recorder() -> Recorder | None:
+    """This process's timeline recorder, or None when the timeline is off."""
+    return _recorder
 
 
 def traced_next(take: Callable[[], Any], counters_of: Callable[[], Any]) -> Any:
@@ -88,7 +165,7 @@ def traced_next(take: Callable[[], Any], counters_of: Callable[[], Any]) -> Any:
     (elements taken from workers before it) and the wait for a worker go into the span."""
     counters = counters_of()
     waited = counters.wait_ns if counters is not None else 0
-    with _trace_me("grainlite next") as annotation:
+    with span("grainlite next") as annotation:
         element = take()
         counters = counters_of()
         if counters is not None and counters.worker_count:
