@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.instructions [--workload small-mem|small] [--apis bare,loader,dataset]
 [--records 50000,150000] [--import-jax]`` runs each API at W=0 under
-``valgrind --tool=callgrind`` twice, over the first ``a`` and then the first ``b`` records of the workload's shuffled epoch, and prints
+``valgrind --tool=callgrind`` twice, over the first ``a`` and then the first ``b`` records of
+the workload's shuffled epoch, and prints
 ``(instructions(b) - instructions(a)) / (b - a)``: the marginal instructions per record, with
 start-up, imports and one-time costs cancelled out. ``--import-jax`` imports JAX in the measured
 process first, as a JAX training program does: the loader's ``jax.profiler`` spans then check
