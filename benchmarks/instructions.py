@@ -1,10 +1,14 @@
 """Instructions per record, counted by Valgrind: a per-record cost a loaded machine cannot blur.
 
 ``python -m benchmarks.instructions [--workload small-mem|small] [--apis bare,loader,dataset]
-[--records 50000,150000]`` runs each API at W=0 under ``valgrind --tool=callgrind`` twice, over
-the first ``a`` and then the first ``b`` records of the workload's shuffled epoch, and prints
+[--records 50000,150000] [--import-jax]`` runs each API at W=0 under
+``valgrind --tool=callgrind`` twice, over the first ``a`` and then the first ``b`` records of
+the workload's shuffled epoch, and prints
 ``(instructions(b) - instructions(a)) / (b - a)``: the marginal instructions per record, with
-start-up, imports and one-time costs cancelled out. The pipelines are the benchmark's
+start-up, imports and one-time costs cancelled out. ``--import-jax`` imports JAX in the measured
+process first, as a JAX training program does: the loader's ``jax.profiler`` spans then check
+"is a trace recording?" at each ``next()`` (:mod:`grainlite.stats.tracing`; no trace runs).
+The pipelines are the benchmark's
 (:mod:`benchmarks.lib_bare`, :mod:`benchmarks.lib_grainlite`); ``small-mem`` reads the file's
 records from a list (grainlite's ``InMemoryDataSource`` with ``--shm``; the bare loop always
 reads the list), ``small`` the ArrayRecord file itself; the DataLoader with ``num_threads=0``
@@ -63,12 +67,16 @@ def iterate(api: str, workload: str, data: Path, limit: int, shm: bool = False) 
     return count
 
 
-def count_instructions(api: str, workload: str, data: Path, limit: int, shm: bool = False) -> int:
-    """The instructions Valgrind counts for one process that reads ``limit`` records."""
+def count_instructions(
+    api: str, workload: str, data: Path, limit: int, shm: bool = False, import_jax: bool = False
+) -> int:
+    """The instructions Valgrind counts for one process that reads ``limit`` records (after
+    ``import jax`` with ``import_jax``: a JAX program's loader, no trace running)."""
     command = [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
         "benchmarks.instructions", "--child", api, "--workload", workload, "--data", str(data),
         "--records", str(limit), *(["--shm"] if shm else []),
+        *(["--import-jax"] if import_jax else []),
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
@@ -85,20 +93,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--apis", default="bare,loader,dataset")
     parser.add_argument("--records", default="50000,150000", help="the two record counts a,b")
     parser.add_argument("--shm", action="store_true", help="small-mem: InMemoryDataSource")
+    parser.add_argument(
+        "--import-jax", action="store_true", help="import jax first (no trace running)"
+    )
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
+        if args.import_jax:  # the profiler's "is a trace recording?" check is then live
+            import jax  # noqa: F401
         print(iterate(args.child, args.workload, args.data, int(args.records), args.shm))
         return 0
     low, high = (int(n) for n in args.records.split(","))
     workload = WORKLOADS[args.workload]
     data = ensure_data(args.data_dir, workload, workload.records, 0)
     for api in args.apis.split(","):
-        a = count_instructions(api, args.workload, data, low, args.shm)
-        b = count_instructions(api, args.workload, data, high, args.shm)
+        a = count_instructions(api, args.workload, data, low, args.shm, args.import_jax)
+        b = count_instructions(api, args.workload, data, high, args.shm, args.import_jax)
         source = " InMemoryDataSource" if args.shm and api != "bare" else ""
+        source += ", jax imported" if args.import_jax else ""
         print(
             f"{args.workload}{source} {api} W=0: {(b - a) / (high - low):,.0f} instructions per "
             "record"

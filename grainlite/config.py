@@ -22,7 +22,18 @@ grainlite adds one option of its own (Grain has no such option):
   pipeline that really decodes on a GPU in its workers. The value lives in the environment
   variable ``GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS`` (``0`` means ``False``), which works too.
 
-and two more:
+and four more:
+
+* ``jax_profile_workers`` (default ``False``): worker processes put their spans (read, each
+  transform, batch, transport) into ``jax.profiler`` traces of the training process: each worker
+  starts JAX's profiler server and the training process registers it
+  (``jax.profiler.register_subprocess``); see :mod:`grainlite.stats.tracing` and
+  ``docs/how-to/jax-profiler.md``. The value lives in the environment variable
+  ``GRAINLITE_JAX_PROFILE_WORKERS`` (``1`` means ``True``), read by workers when they start.
+* ``timeline_seconds`` (default ``None``): every process of an iterator records its spans, and
+  ``iterator.stats().timeline(path)`` writes the last this many seconds of them as a Chrome trace
+  JSON (see :mod:`grainlite.stats.timeline`). The value lives in the environment variable
+  ``GRAINLITE_TIMELINE_SECONDS``, read when an iterator's stream and its workers start.
 
 * ``first_element_in_parent`` (default ``False``): accepted (a bool) and stored, and changes
   nothing. Earlier grainlite versions made an iterator's first element in the calling process
@@ -55,6 +66,13 @@ TRACEBACK_FILTERING_ENV = "GRAINLITE_TRACEBACK_FILTERING"
 HIDE_ACCELERATORS_ENV = "GRAINLITE_HIDE_ACCELERATORS_IN_WORKERS"
 """The environment variable that holds ``hide_accelerators_in_workers`` (``0``: off)."""
 _HIDE_ACCELERATORS = "hide_accelerators_in_workers"
+JAX_PROFILE_WORKERS_ENV = "GRAINLITE_JAX_PROFILE_WORKERS"
+"""The environment variable that holds ``jax_profile_workers`` (``1``: on)."""
+_PROFILE_WORKERS = "jax_profile_workers"
+TIMELINE_SECONDS_ENV = "GRAINLITE_TIMELINE_SECONDS"
+"""The environment variable that holds ``timeline_seconds`` (empty or ``0``: off)."""
+_TIMELINE = "timeline_seconds"
+_TRUE_WORDS = ("1", "true", "yes", "on")
 _FALSE_WORDS = ("0", "false", "no", "off")
 _WORKER_TIMEOUT = "worker_timeout_s"
 _FIRST_IN_PARENT = "first_element_in_parent"
@@ -99,8 +117,8 @@ def update(name: str, value: Any) -> None:
         ``worker_timeout_s`` is not a positive number or None, ``py_traceback_filtering``
         gets a value Grain does not know, or an option grainlite does not implement gets a value
         other than Grain's default.
-      GrainliteTypeError: ``py_debug_mode``, ``hide_accelerators_in_workers`` or
-        ``first_element_in_parent`` gets something other than a bool.
+      GrainliteTypeError: ``py_debug_mode``, ``hide_accelerators_in_workers``,
+        ``jax_profile_workers`` or ``first_element_in_parent`` gets something other than a bool.
     """
     if name == _HIDE_ACCELERATORS:
         if not isinstance(value, bool):
@@ -109,6 +127,26 @@ def update(name: str, value: Any) -> None:
                 f"{type(value).__name__}); pass False to let worker processes see accelerators."
             )
         os.environ[HIDE_ACCELERATORS_ENV] = "1" if value else "0"  # nested workers inherit it
+        return
+    if name == _PROFILE_WORKERS:
+        if not isinstance(value, bool):
+            raise GrainliteTypeError(
+                f"grain.config option {_PROFILE_WORKERS} must be a bool (got {value!r} of type "
+                f"{type(value).__name__}); pass True to see worker processes in jax.profiler "
+                "traces."
+            )
+        os.environ[JAX_PROFILE_WORKERS_ENV] = "1" if value else "0"  # workers read it
+        return
+    if name == _TIMELINE:
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+        ):
+            raise GrainliteValueError(
+                f"grain.config option {_TIMELINE} must be a number of seconds > 0 or None "
+                f"(got {value!r}); e.g. 60 to keep the last minute of spans for "
+                "stats().timeline()."
+            )
+        os.environ[TIMELINE_SECONDS_ENV] = "" if value is None else str(float(value))
         return
     if name == _FIRST_IN_PARENT:
         if not isinstance(value, bool):
@@ -161,6 +199,16 @@ def get_or_default(name: str) -> Any:
     if name == _HIDE_ACCELERATORS:
         raw = os.environ.get(HIDE_ACCELERATORS_ENV, "").strip().lower()
         return raw not in _FALSE_WORDS
+    if name == _PROFILE_WORKERS:
+        raw = os.environ.get(JAX_PROFILE_WORKERS_ENV, "").strip().lower()
+        return raw in _TRUE_WORDS
+    if name == _TIMELINE:
+        raw = os.environ.get(TIMELINE_SECONDS_ENV, "").strip()
+        try:
+            seconds = float(raw) if raw else 0.0
+        except ValueError:
+            seconds = 0.0
+        return seconds if seconds > 0 else None
     if name == _WORKER_TIMEOUT:
         return _stored.get(name)
     if name == _FIRST_IN_PARENT:
@@ -176,15 +224,23 @@ def get_or_default(name: str) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in _DEFAULTS or name in (_HIDE_ACCELERATORS, _WORKER_TIMEOUT, _FIRST_IN_PARENT):
+    if name in _DEFAULTS or name in (
+        _HIDE_ACCELERATORS,
+        _WORKER_TIMEOUT,
+        _FIRST_IN_PARENT,
+        _PROFILE_WORKERS,
+        _TIMELINE,
+    ):
         return get_or_default(name)
     raise AttributeError(f"module 'grainlite.config' has no attribute {name!r}")
 
 
 __all__ = [
     "HIDE_ACCELERATORS_ENV",
+    "JAX_PROFILE_WORKERS_ENV",
     "STALL_WARNING_S",
     "SUPPORTED",
+    "TIMELINE_SECONDS_ENV",
     "TRACEBACK_FILTERING_ENV",
     "get_or_default",
     "update",

@@ -43,6 +43,7 @@ from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.stats.counters import StageCounter, clock
+from grainlite.stats.tracing import span
 from grainlite.transforms.batch import make_batch, validate_batch_size
 
 
@@ -292,11 +293,12 @@ class BatchDatasetIterator(DatasetIterator):
         values = list(itertools.islice(self._parent, self._batch_size))
         if not values or (self._drop_remainder and len(values) < self._batch_size):
             raise StopIteration
-        begin = clock()
-        try:
-            return self._batch_fn(values)
-        finally:
-            self._stats_stage.add(clock() - begin, len(values), 1)
+        with span("Batch"):  # a profiler span while a trace records
+            begin = clock()
+            try:
+                return self._batch_fn(values)
+            finally:
+                self._stats_stage.add(clock() - begin, len(values), 1)
 
     def stack_into(self, allocate: Callable[..., Any]) -> None:
         """Makes the default stacking build each batch in ``allocate``'s memory (an

@@ -28,6 +28,7 @@ from grainlite.dataset.seed import IndexRng, node_seed
 from grainlite.errors import GrainliteTypeError
 from grainlite.stats.collect import ElementTimer, callable_name
 from grainlite.stats.counters import StageCounter, clock
+from grainlite.stats.tracing import span
 from grainlite.transforms.kinds import methods_of
 
 # The parameters a plain function of each kind takes (its methods: transforms.kinds.METHODS).
@@ -369,11 +370,12 @@ class MapDatasetIterator(DatasetIterator):
         self._countdown -= 1  # counted after the parent: the call that ends the stream is not
         if self._countdown:
             return None if element is None else self._fn(element)
-        begin = clock()
-        try:
-            return None if element is None else self._fn(element)
-        finally:
-            self._countdown = self._stats_stage.timed(clock() - begin)
+        with span(self._stats_stage.counter.name):  # a profiler span while a trace records
+            begin = clock()
+            try:
+                return None if element is None else self._fn(element)
+            finally:
+                self._countdown = self._stats_stage.timed(clock() - begin)
 
     def get_state(self) -> dict[str, Any]:
         """The parent's state (a map adds nothing to the position)."""
@@ -421,9 +423,10 @@ class FilterDatasetIterator(MapDatasetIterator):
         spent = 0
         while True:
             element = next_parent()
-            begin = clock()
-            kept = fn(element)
-            spent += clock() - begin
+            with span(self._stats_stage.counter.name):
+                begin = clock()
+                kept = fn(element)
+                spent += clock() - begin
             if kept:
                 self._countdown = self._stats_stage.timed(spent)
                 return element
@@ -481,11 +484,12 @@ class MapWithIndexDatasetIterator(DatasetIterator):
         self._countdown -= 1
         if self._countdown:
             return None if element is None else self._fn(index, element)
-        begin = clock()
-        try:
-            return None if element is None else self._fn(index, element)
-        finally:
-            self._countdown = self._stats_stage.timed(clock() - begin)
+        with span(self._stats_stage.counter.name):
+            begin = clock()
+            try:
+                return None if element is None else self._fn(index, element)
+            finally:
+                self._countdown = self._stats_stage.timed(clock() - begin)
 
     def get_state(self) -> dict[str, Any]:
         """``{"parent": <parent state>, "counter": <index of the next element>}``."""
@@ -538,11 +542,12 @@ class RandomMapDatasetIterator(DatasetIterator):
         self._countdown -= 1
         if self._countdown:
             return self._fn(element, self._rngs.rng(index * self._stride + self._offset))
-        begin = clock()
-        try:
-            return self._fn(element, self._rngs.rng(index * self._stride + self._offset))
-        finally:
-            self._countdown = self._stats_stage.timed(clock() - begin)
+        with span(self._stats_stage.counter.name):
+            begin = clock()
+            try:
+                return self._fn(element, self._rngs.rng(index * self._stride + self._offset))
+            finally:
+                self._countdown = self._stats_stage.timed(clock() - begin)
 
     def get_state(self) -> dict[str, Any]:
         """``{"parent": <parent state>, "index_for_rng": <count of elements seen>}``."""

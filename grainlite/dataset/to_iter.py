@@ -39,6 +39,7 @@ from grainlite.errors import (
 )
 from grainlite.options import ReadOptions
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
+from grainlite.stats.tracing import span
 
 if TYPE_CHECKING:
     from grainlite.dataset.batch import BatchMapDataset
@@ -264,7 +265,8 @@ class PrefetchDatasetIterator(DatasetIterator):
         exception stops the reader."""
         begin = clock()
         try:
-            block = reader.next_block()
+            with span(self._stats_stage.name):  # a profiler span while a trace records
+                block = reader.next_block()
         except ElementReadError as failed:
             self._base += 1
             raise failed.error from None

@@ -20,6 +20,7 @@ from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.device.iterator import check_depth, start_reading
 from grainlite.engine.producer import End, Item, Producer, value_of
 from grainlite.errors import GrainliteTypeError
+from grainlite.stats.tracing import span
 
 
 class DevicePutIterDataset(IterDataset):
@@ -75,7 +76,8 @@ class DevicePutDatasetIterator(DatasetIterator):
         self._finalizer = weakref.finalize(self, _stop_all, self._holder)
 
         def place(element: Any, index: int) -> Any:
-            return jax.device_put(element, device)
+            with span("grainlite device_put", index=index):  # while a jax.profiler trace records
+                return jax.device_put(element, device)
 
         self._place = place
 

@@ -27,6 +27,7 @@ from grainlite.checks import int_option
 from grainlite.device import state as device_state
 from grainlite.engine.producer import End, Item, Producer, value_of
 from grainlite.errors import GrainliteTypeError, LoaderClosedError
+from grainlite.stats.tracing import span
 
 
 def check_depth(name: str, value: Any) -> int:
@@ -267,8 +268,9 @@ def device_put(
             apply = device_transforms.compose(transforms, chosen)
 
         def place(batch: Any, index: int) -> Any:
-            placed = to_device(batch)
-            return placed if apply is None else apply(placed, index)
+            with span("grainlite device_put", index=index):  # while a jax.profiler trace records
+                placed = to_device(batch)
+                return placed if apply is None else apply(placed, index)
 
         return DeviceIterator(host, place, depth)
     except BaseException:

@@ -43,6 +43,7 @@ from grainlite.engine.protocol import (
 )
 from grainlite.engine.remote_errors import exit_in_pipeline_error, report
 from grainlite.engine.transport import SlabPool
+from grainlite.stats import tracing
 from grainlite.stats.counters import WorkerCounters, clock
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -147,6 +148,10 @@ class Worker:
         """Runs the pipeline of ``init`` until the parent stops this worker."""
         self.credits = self.counters.buffer = init.credits
         self.pool = self.make_pool(init)
+        tracing.arm_timeline()  # timeline_seconds: this worker records its spans
+        if tracing.workers_switched_on():  # jax_profile_workers: the first message is the port
+            self.counters.profiler_port = tracing.start_worker_server(init.worker) or 0
+            self.report_stats()  # the parent registers the server before the first next()
         try:
             # cloudpickle's output is plain pickle: loading it imports cloudpickle only if it must.
             pipeline = pickle.loads(init.pipeline)
@@ -193,7 +198,11 @@ class Worker:
             for element, state in elements:
                 begin = clock()
                 waited = 0
-                data, slabs, announced = self.encode(element, state)
+                if tracing.EVERY_ELEMENT:  # this worker's spans go into jax.profiler traces
+                    with tracing.span("transport"):
+                        data, slabs, announced = self.encode(element, state)
+                else:
+                    data, slabs, announced = self.encode(element, state)
                 if self.credits == 0 and self.restart is None:  # the buffer is full: wait
                     waited = clock()
                     while self.credits == 0 and self.restart is None:

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Protocol, Self
 
 from grainlite.engine.failures import FailedElement, hide_internal_frames, stopped_error
 from grainlite.engine.position import IteratorPosition
+from grainlite.stats import tracing
 
 
 class Stream(Protocol):
@@ -118,6 +119,18 @@ class IteratorShell:
 
     # The shell --------------------------------------------------------------------------------
     def __next__(self) -> Any:
+        if tracing.active():  # a jax.profiler trace records: this next() is a span
+            element = tracing.traced_next(
+                self._take, lambda: getattr(self._stream, "counters", None)
+            )
+        else:
+            element = self._take()
+        if element.__class__ is FailedElement:  # raised in the pipeline: the stream goes on
+            raise hide_internal_frames(element.error)
+        return element
+
+    def _take(self) -> Any:
+        """The next element or FailedElement, starting the stream if there is none."""
         stream = self._stream
         if stream is None:
             if self._stopped_by is not None:
@@ -128,6 +141,7 @@ class IteratorShell:
                 error, self._start_error = self._start_error, None
                 raise error
             self._before_start()
+            tracing.arm_timeline()  # the timeline_seconds option, read once per stream
             stream = self._stream = self._start()
         try:
             element = stream.next()
@@ -140,8 +154,6 @@ class IteratorShell:
             self._stopped_by = error
             self._after_error()
             raise
-        if element.__class__ is FailedElement:  # raised in the pipeline: the stream goes on
-            raise hide_internal_frames(element.error)
         return element
 
     def start_prefetch(self) -> None:
@@ -150,6 +162,7 @@ class IteratorShell:
 
     def _start_early(self) -> None:
         """``start_prefetch()`` for ``iter()``: an error is kept for the first ``next()``."""
+        tracing.arm_timeline()  # the timeline_seconds option, read once per stream
         try:
             self.start_prefetch()
         except Exception as error:

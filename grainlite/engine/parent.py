@@ -36,6 +36,7 @@ from grainlite.engine.protocol import (
 )
 from grainlite.engine.stall import StallWatch
 from grainlite.engine.transport import SlabMapper
+from grainlite.stats import tracing
 from grainlite.stats.counters import ParentCounters, clock
 
 
@@ -95,6 +96,10 @@ class WorkerStream:
         )
         self._mappers = [SlabMapper() for _ in range(self._workers)]
         self._finished = False
+        # Workers registered for jax.profiler traces (jax_profile_workers): what unregisters each.
+        self._profiled: dict[int, Any] = {}
+        self._await_ports = tracing.workers_switched_on()
+        self._held: list[Any] = [None] * workers  # a message taken early, for _receive
         self._stall = StallWatch(
             self._group.ready, self._group.pid, self._describe, self._group.dump_stacks
         )
@@ -137,6 +142,10 @@ class WorkerStream:
         stream's mappings of their slabs (each holds a file descriptor). Arrays the caller still
         holds keep their own slab mapped until they are garbage-collected. Idempotent."""
         self._finished = True
+        for unregister in self._profiled.values():  # before the processes go
+            if unregister is not None:
+                unregister()
+        self._profiled.clear()
         self._group.close()
         for mapper in self._mappers:
             mapper.close()
@@ -186,6 +195,8 @@ class WorkerStream:
         if not self.counters.started_ns:  # started before the first next(): count from here
             self.counters.start()
         try:
+            if self._await_ports:
+                self._register_profiled()
             return self._next_element()
         except StopIteration:
             if not self.linger_at_end:
@@ -236,15 +247,46 @@ class WorkerStream:
         """Where worker ``w`` stands, in words, for a report that it is silent."""
         return str(self._pipeline.describe_position(w, self._workers, self._states[w]))
 
-    def _receive(self, w: int) -> Element | ErrorReport | End:
-        while True:
+    def _note_stats(self, w: int, message: StatsReport) -> None:
+        """Keeps worker ``w``'s counters; registers its profiler server when it reports one."""
+        spans = message.stats.pop("spans", None)  # timeline_seconds: its spans since the last
+        if spans:
+            self.counters.keep_spans(w, self._group.pid(w), spans)
+        self.counters.workers[w] = message.stats
+        if message.stats.get("profiler_port") and w not in self._profiled:
+            self._profiled[w] = tracing.register_worker(
+                w, self._group.pid(w), message.stats["profiler_port"]
+            )
+
+    def _register_profiled(self) -> None:
+        """``jax_profile_workers``: takes each worker's first message, the report of its
+        profiler server, so that every worker is in the traces that start from now on (one
+        registered later would miss a trace already running). Anything else that comes first
+        is held for :meth:`_receive`."""
+        self._await_ports = False
+        for w in range(self._workers):
+            if self._exhausted[w] or w in self._profiled or self._held[w] is not None:
+                continue
             self._stall.wait(w)
             message = self._group.receive(w)
+            if isinstance(message, StatsReport):
+                self._note_stats(w, message)
+            else:
+                self._held[w] = message
+
+    def _receive(self, w: int) -> Element | ErrorReport | End:
+        while True:
+            message = self._held[w]
+            if message is not None:
+                self._held[w] = None
+            else:
+                self._stall.wait(w)
+                message = self._group.receive(w)
             if isinstance(message, Announce):
                 self._mappers[w].announce(message.announced)
                 continue
             if isinstance(message, StatsReport):
-                self.counters.workers[w] = message.stats
+                self._note_stats(w, message)
                 continue
             if message.generation == self._generation:
                 return message

@@ -40,6 +40,7 @@ from grainlite.loader.striding import WorkerSlice
 from grainlite.options import READ_POLICY, ReadOptions
 from grainlite.sources.protocol import read_many
 from grainlite.stats.counters import StageCounter, clock
+from grainlite.stats.tracing import span
 
 _FIRST_CHUNK = 8
 # Record keys are computed this many positions at a time (one sampler call costs about as much
@@ -228,7 +229,8 @@ class RecordReader:
             if timing:
                 cpu, waited = time.thread_time(), cpu_wait_s()
             begin = clock()
-            chunk = self._read(self._next, m1)
+            with span(counter.name if counter is not None else "read"):  # while a trace records
+                chunk = self._read(self._next, m1)
             end = clock()
             if timing:  # the read's CPU time and wait for a CPU
                 cpu, waited = time.thread_time() - cpu, cpu_wait_s() - waited
@@ -266,7 +268,8 @@ class RecordReader:
                 return
             wanted, future = self._pending.popleft()
             begin = clock()
-            chunk = future.result()
+            with span(self._counter.name if self._counter is not None else "read"):
+                chunk = future.result()
             if self._counter is not None:
                 self._counter.add(clock() - begin, len(chunk[1]), len(chunk[1]))
             if chunk[1]:

@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from grainlite.stats.counters import ENABLED, SampleGaps, StageCounter, clock
+from grainlite.stats.tracing import span
 
 # Stage attributes that hold the count which makes a stage's output differ from its input.
 _COUNT_ATTRIBUTE = {"filter": "dropped", "flat_map": "produced", "operation": "produced"}
@@ -38,9 +39,10 @@ class _Probe:
     def push(self, data: Any, rng: Any, state: Any) -> None:
         shared = self.shared
         saved, shared[0] = shared[0], 0
-        begin = clock()
-        self.stage.push(data, rng, state)
-        elapsed = clock() - begin
+        with span(self.counter.name):  # a profiler span while a trace records
+            begin = clock()
+            self.stage.push(data, rng, state)
+            elapsed = clock() - begin
         counter = self.counter
         counter.ns += (elapsed - shared[0]) * shared[1]
         counter.timed += 1

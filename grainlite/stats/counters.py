@@ -13,9 +13,12 @@ environment turns the timing off (the benchmark of its overhead compares both).
 
 from __future__ import annotations
 
+import collections
 import os
 import time
 from typing import Any
+
+from grainlite.stats import tracing
 
 SAMPLE_MEAN_GAP = 64
 """In the long run, about one element in this many is timed in sampled stages."""
@@ -58,7 +61,10 @@ class SampleGaps:
         return gaps[::-1]
 
     def next_gap(self) -> int:
-        """How many elements until the next timed one."""
+        """How many elements until the next timed one (1 in a worker that puts its spans in
+        ``jax.profiler`` traces: every element is timed, see :mod:`grainlite.stats.tracing`)."""
+        if tracing.EVERY_ELEMENT:
+            return 1
         pending = self._pending
         if not pending:
             pending += self._draw(_BLOCK, SAMPLE_MEAN_GAP)
@@ -138,15 +144,27 @@ class WorkerCounters:
       in_flight: the sum, over sends, of elements already sent and not yet taken (occupancy).
       buffer: the buffer size (credits) this worker runs with.
       pipeline: an object whose ``stage_snapshots()`` lists the pipeline's stages, or None.
+      profiler_port: the port of the worker's ``jax.profiler`` server (0: none; see
+        :mod:`grainlite.stats.tracing`), reported so the parent registers the worker.
     """
 
-    __slots__ = ("blocked_ns", "buffer", "encode_ns", "in_flight", "pipeline", "sent", "started_ns")
+    __slots__ = (
+        "blocked_ns",
+        "buffer",
+        "encode_ns",
+        "in_flight",
+        "pipeline",
+        "profiler_port",
+        "sent",
+        "started_ns",
+    )
 
     def __init__(self, buffer: int) -> None:
         self.started_ns = clock()
         self.encode_ns = self.blocked_ns = self.sent = self.in_flight = 0
         self.buffer = buffer
         self.pipeline: Any = None
+        self.profiler_port = 0  # the worker's jax.profiler server (0: none)
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-able cumulative numbers, sent to the parent now and then (see the protocol)."""
@@ -159,7 +177,15 @@ class WorkerCounters:
             "sent": self.sent,
             "in_flight": self.in_flight,
             "buffer": self.buffer,
+            "profiler_port": self.profiler_port,
+            **_new_spans(),
         }
+
+
+def _new_spans() -> dict[str, Any]:
+    """``{"spans": [...]}``: the timeline's spans recorded since the last report, if it records."""
+    recorder = tracing.recorder()
+    return {"spans": recorder.drain()} if recorder is not None else {}
 
 
 class ParentCounters:
@@ -183,6 +209,7 @@ class ParentCounters:
         "delivered",
         "ended_ns",
         "first_ns",
+        "spans",
         "started_ns",
         "transport_ns",
         "wait_ns",
@@ -196,6 +223,15 @@ class ParentCounters:
         self.wait_ns = self.transport_ns = self.delivered = 0
         self.workers: dict[int, dict[str, Any]] = {}
         self.worker_count = worker_count
+        self.spans: dict[tuple[int, int], collections.deque[Any]] = {}  # (worker, pid) -> spans
+
+    def keep_spans(self, worker: int, pid: int, spans: list[Any]) -> None:
+        """Keeps a worker's timeline spans (the newest :data:`~grainlite.stats.tracing.
+        SPAN_LIMIT` per worker process)."""
+        kept = self.spans.get((worker, pid))
+        if kept is None:
+            kept = self.spans[(worker, pid)] = collections.deque(maxlen=tracing.SPAN_LIMIT)
+        kept.extend(tuple(span) for span in spans)
 
     def start(self) -> None:
         """Marks the start of iteration (worker start-up counts from here); idempotent."""

@@ -9,7 +9,9 @@ runs the pipeline itself, so the wait is the pipeline's own (estimated) time.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from grainlite.stats.counters import ParentCounters, merge_stages
@@ -79,6 +81,8 @@ class Stats:
       api: ``"loader"`` (a DataLoader) or ``"dataset"`` (a Dataset API iterator): how the
         diagnosis spells the options.
       notes: extra lines for the table.
+      spans: the timeline's spans of every process (``timeline_seconds``; empty when off), for
+        :meth:`timeline`.
       start_up_seconds: seconds from the first ``next()`` until the stream was warm: until the
         first element made by a worker process arrived (every element is, so it equals
         ``time_to_first_element`` once that is known). None: the same as
@@ -96,6 +100,7 @@ class Stats:
     api: str = "loader"
     notes: list[str] = field(default_factory=list)
     start_up_seconds: float | None = None
+    spans: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def wait_share(self) -> float:
@@ -116,11 +121,33 @@ class Stats:
     def to_dict(self) -> dict[str, Any]:
         """Every number, as JSON-able values (``json.dumps(stats.to_dict())`` works)."""
         result = asdict(self)
+        del result["spans"]
         for row, stage in zip(result["stages"], self.stages):
             row["seconds_per_element"] = stage.seconds_per_element
         result["wait_share"] = self.wait_share
         result["diagnosis"] = self.diagnosis
         return result
+
+    def timeline(self, path: str | os.PathLike[str], seconds: float | None = None) -> Path:
+        """Writes the last ``seconds`` (default: the ``timeline_seconds`` option) of every
+        process's spans to ``path`` as a Chrome trace JSON (Perfetto, ``chrome://tracing``);
+        returns the path. See :mod:`grainlite.stats.timeline`.
+
+        Raises:
+          GrainliteValueError: the timeline was not recording (the option is off).
+        """
+        from grainlite.stats import timeline, tracing
+
+        if not self.spans:
+            from grainlite.errors import GrainliteValueError
+
+            raise GrainliteValueError(
+                "stats().timeline() has no spans: the timeline records only with the "
+                "grain.config option timeline_seconds set (e.g. "
+                "grain.config.update('timeline_seconds', 60), or "
+                "GRAINLITE_TIMELINE_SECONDS=60) before the iterator starts."
+            )
+        return timeline.write(self.spans, path, seconds or tracing.timeline_seconds() or 60.0)
 
     def __str__(self) -> str:
         from grainlite.stats.table import render
@@ -222,6 +249,10 @@ def build(
             delivered,
         )
     )
+    from grainlite.stats import timeline, tracing
+
+    recorder = tracing.recorder()
+    spans = timeline.collect(parent, recorder) if recorder is not None or parent.spans else []
     return Stats(
         stages=rows,
         worker_count=parent.worker_count,
@@ -233,4 +264,5 @@ def build(
         usable_cpus=usable_cpus,
         api=api,
         start_up_seconds=parent.warm_seconds(),
+        spans=spans,
     )
