@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -408,3 +409,22 @@ def test_a_limit_of_a_few_files_reads_every_record_once_in_order_without_a_hang(
         done.set()
         watcher.join()
     assert 0 < peak[0] <= limit
+
+
+@pytest.mark.timeout(60)
+def test_a_source_dropped_without_close_lets_its_cached_blocks_go(many, tmp_path):
+    paths, url, server = many
+    limit = max(os.path.getsize(p) for p in paths)  # one file
+    options = server.storage_options()
+    cache = tmp_path / "cache"
+    first = grain.ArrayRecordDataSource(
+        url, storage_options=options, cache_dir=cache, cache_limit_bytes=limit
+    )
+    assert first[0] == _record(0, 0)  # holds file 0, the only room, while open
+    del first  # never closed
+    gc.collect()
+    second = grain.ArrayRecordDataSource(
+        url, storage_options=options, cache_dir=cache, cache_limit_bytes=limit
+    )
+    assert second[RECORDS] == _record(1, 0)  # needs that room
+    second.close()

@@ -355,9 +355,10 @@ class ShardCache:
                 raise GrainliteRuntimeError(
                     f"The cache {str(self.directory)!r} (limit {self.limit} bytes) cannot hold "
                     f"{blob.url!r} ({blob.size} bytes) beside the {own} bytes of files this "
-                    f"process reads at the same time (a batch or a read-ahead window spans "
-                    f"them): no other process could free that room. Raise cache_limit_bytes to "
-                    f"at least {own + blob.size} (better, a few files per worker of this host)."
+                    f"process holds open (reads in flight in its other threads, or sources "
+                    f"never closed): no other process could free that room. Raise "
+                    f"cache_limit_bytes to at least {own + blob.size} (better, a few files "
+                    f"per worker of this host), and close() sources no longer read."
                 )
             if not released:  # this process let its idle blocks go: evict them at once
                 released = True
