@@ -428,3 +428,29 @@ def test_a_source_dropped_without_close_lets_its_cached_blocks_go(many, tmp_path
     )
     assert second[RECORDS] == _record(1, 0)  # needs that room
     second.close()
+
+
+def _fetch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("grainlite-fetch")]
+
+
+@pytest.mark.timeout(60)
+def test_the_download_threads_are_daemons_that_end_when_idle(many, tmp_path, monkeypatch):
+    from grainlite.sources.remote import idle_pool
+
+    monkeypatch.setattr(idle_pool, "IDLE_S", 0.3)
+    _, url, server = many
+    source = grain.ArrayRecordDataSource(
+        url, storage_options=server.storage_options(), cache_dir=tmp_path / "cache"
+    )
+    # The first read fetches every file ahead, in key order, in the background.
+    assert source[RECORDS * 11] == _record(11, 0)
+    assert _fetch_threads() and all(t.daemon for t in _fetch_threads())
+    assert _rows([source.__getitems__(list(range(0, MANY * RECORDS, 97)))]) == [
+        _record(k // RECORDS, k % RECORDS) for k in range(0, MANY * RECORDS, 97)
+    ]
+    source.close()
+    deadline = time.monotonic() + 30
+    while _fetch_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _fetch_threads()

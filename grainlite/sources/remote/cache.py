@@ -35,13 +35,14 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from grainlite.errors import GrainliteRuntimeError, GrainliteValueError
 from grainlite.sources.remote.client import read_range
+from grainlite.sources.remote.idle_pool import IdlePool
 
 PART_BYTES = 8 << 20
 """Bytes per ranged GET of a download, and per CRC-32 of the checksum."""
@@ -125,8 +126,8 @@ class _ProcessState:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.lock = threading.Lock()
-        self.parts = ThreadPoolExecutor(DOWNLOAD_REQUESTS, "grainlite-fetch")
-        self.ahead = ThreadPoolExecutor(4, "grainlite-fetch-ahead")
+        self.parts = IdlePool(DOWNLOAD_REQUESTS, "grainlite-fetch")  # daemons, end when idle
+        self.ahead = IdlePool(4, "grainlite-fetch-ahead")
         self.queued: dict[str, Future[Any]] = {}
         self.checked: set[tuple[str, int, int]] = set()  # (path, inode, size) verified here
         self.pinned = 0  # bytes of blocks this process holds with live pins
