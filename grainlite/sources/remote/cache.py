@@ -35,13 +35,14 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from grainlite.errors import GrainliteRuntimeError, GrainliteValueError
 from grainlite.sources.remote.client import read_range
+from grainlite.sources.remote.idle_pool import IdlePool
 
 PART_BYTES = 8 << 20
 """Bytes per ranged GET of a download, and per CRC-32 of the checksum."""
@@ -49,6 +50,9 @@ DOWNLOAD_REQUESTS = 16
 """Ranged GETs one process keeps in flight (for all its downloads together)."""
 SPACE_WAIT_S = 600.0
 """How long a download waits for room before it gives up with an error naming the limit."""
+OWN_WAIT_S = 10.0
+"""How long a download waits while blocks this process itself holds leave no room (its other
+threads' reads may end and let them go) before it gives up with an error naming the limit."""
 _WAITING_FRESH_S = 2.0  # a .waiting touched this recently means a process waits for room
 
 
@@ -86,17 +90,34 @@ def checksum(fd: int, size: int) -> int:
 
 
 class Pin:
-    """A block held for reading: a shared lock on it, released by :meth:`release`."""
+    """A block held for reading: a shared lock on it, released by :meth:`release` (or when the
+    pin is collected: a dropped source never holds a block for the rest of the process).
 
-    def __init__(self, path: Path, fd: int) -> None:
+    The process counts the bytes its live pins hold (:meth:`ShardCache._reserve` uses it to
+    tell a wait that only this process could end from one that another process ends)."""
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
         self.path = path
+        self.size = size
         self._fd: int | None = fd
+        self._pid = os.getpid()
+        state = _state()
+        with state.lock:
+            state.pinned += size
 
     def release(self) -> None:
         """Lets the block go (eviction may then take it); idempotent."""
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+            if self._pid == os.getpid():
+                state = _state()
+                with state.lock:
+                    state.pinned -= self.size
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
 
 
 class _ProcessState:
@@ -105,10 +126,11 @@ class _ProcessState:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.lock = threading.Lock()
-        self.parts = ThreadPoolExecutor(DOWNLOAD_REQUESTS, "grainlite-fetch")
-        self.ahead = ThreadPoolExecutor(4, "grainlite-fetch-ahead")
+        self.parts = IdlePool(DOWNLOAD_REQUESTS, "grainlite-fetch")  # daemons, end when idle
+        self.ahead = IdlePool(4, "grainlite-fetch-ahead")
         self.queued: dict[str, Future[Any]] = {}
         self.checked: set[tuple[str, int, int]] = set()  # (path, inode, size) verified here
+        self.pinned = 0  # bytes of blocks this process holds with live pins
 
 
 _states: dict[int, _ProcessState] = {}
@@ -238,7 +260,7 @@ class ShardCache:
             if self._intact(path, fd, now.st_ino, now.st_size, blob):
                 with contextlib.suppress(OSError):
                     os.utime(path)  # most recently used
-                return Pin(path, fd)
+                return Pin(path, fd, now.st_size)
             os.close(fd)
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # damaged: never served, fetched again
@@ -305,6 +327,8 @@ class ShardCache:
         """A ``.part`` file of the blob's size, locked by this process, once there is room (None:
         no room and ``on_wait`` None, or ``evict`` False and no free room)."""
         deadline = time.monotonic() + SPACE_WAIT_S
+        own_since: float | None = None  # since when this process alone holds too much
+        released = False
         while True:
             with self._space_lock():
                 self._remove_orphans()
@@ -321,6 +345,25 @@ class ShardCache:
             if on_wait is None:
                 return None
             on_wait()
+            state = _state()
+            with state.lock:
+                own = state.pinned
+            if own + blob.size <= self.limit:
+                own_since = None
+            elif own_since is None:
+                own_since = time.monotonic()
+            elif time.monotonic() - own_since > OWN_WAIT_S:
+                raise GrainliteRuntimeError(
+                    f"The cache {str(self.directory)!r} (limit {self.limit} bytes) cannot hold "
+                    f"{blob.url!r} ({blob.size} bytes) beside the {own} bytes of files this "
+                    f"process holds open (reads in flight in its other threads, or sources "
+                    f"never closed): no other process could free that room. Raise "
+                    f"cache_limit_bytes to at least {own + blob.size} (better, a few files "
+                    f"per worker of this host), and close() sources no longer read."
+                )
+            if not released:  # this process let its idle blocks go: evict them at once
+                released = True
+                continue
             with contextlib.suppress(OSError):
                 (self.directory / ".waiting").touch()
             if time.monotonic() > deadline:
@@ -390,14 +433,15 @@ class ShardCache:
             crc = zlib.crc32(b"".join(value.to_bytes(4, "big") for value in crcs))
             final = self.directory / f"{blob.key}.{crc:08x}.blk"
             fcntl.flock(fd, fcntl.LOCK_SH)
-            os.rename(part, final)
+            with self._space_lock():  # a listing under the lock never misses the renamed file
+                os.rename(part, final)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 part.unlink()
             os.close(fd)
             raise
         _state().checked.add((str(final), os.fstat(fd).st_ino, blob.size))
-        return Pin(final, fd)
+        return Pin(final, fd, blob.size)
 
     def _fetch_parts(self, blob: Blob, fd: int) -> list[int]:
         """Downloads every part of ``blob`` into ``fd`` with ranged GETs in parallel; returns
