@@ -13,6 +13,8 @@ exception users of Grain already catch, so ``except ValueError`` keeps working a
     │   ├── WorkerDiedError                   a worker process ended without reporting
     │   └── LoaderClosedError                 use after close()
     ├── SharedMemoryFullError (OSError)       /dev/shm has no room for a buffer
+    ├── RemoteObjectNotFoundError (FileNotFoundError), RemoteAccessDeniedError (PermissionError),
+    │   RemoteReadError (RuntimeError, ConnectionError)   object storage (s3://, gs://)
     ├── MissingExtraError (ImportError)       an optional dependency is not installed
     └── ... (NotImplementedError, IndexError, AttributeError, OverflowError, AssertionError)
                                               where Grain raises that builtin
@@ -76,6 +78,19 @@ class CorruptedDataError(GrainliteRuntimeError, ValueError):
     A RuntimeError, as array_record raises for a bad chunk, and a ValueError, as grainlite raises
     for a file it cannot open, so existing ``except`` clauses of either kind keep working.
     """
+
+
+class RemoteObjectNotFoundError(GrainliteError, FileNotFoundError):
+    """An ``s3://`` or ``gs://`` URL names no object (or no bucket); names the URL and the fix."""
+
+
+class RemoteAccessDeniedError(GrainliteError, PermissionError):
+    """Object storage refused the credentials for a URL; names the URL and where credentials come
+    from."""
+
+
+class RemoteReadError(GrainliteRuntimeError, ConnectionError):
+    """A request to object storage kept failing (resets, 5xx, stalls) after every retry."""
 
 
 class SharedMemoryError(GrainliteError, OSError):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import statistics  # np.median's first call imports more of NumPy: ~30 ms of a start
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from grainlite.checks import int_option
 
@@ -132,6 +133,11 @@ class ReadPolicy:
     elements come soon and a block's memory stays bounded."""
     cpu_bound_share: float = 0.5
     """Reads whose CPU time is more than this share of their running time keep a CPU busy."""
+    tell_ahead: int = 4096
+    """Records a reader tells its source it will read, in order, beyond those it computes keys
+    for now, where the source takes the hint (``source.prefetch(keys)``: an ArrayRecord source
+    on ``s3://`` or ``gs://`` fetches the files those keys need into its cache). A hint never
+    changes what is read or in which order."""
 
     def is_slow(self, seconds_per_record: float) -> bool:
         """Whether a read of ``seconds_per_record`` is slow enough for reader threads."""
@@ -154,6 +160,12 @@ class ReadPolicy:
         reader's own bound), at least 1."""
         bound = self.max_block if at_most is None else min(self.max_block, at_most)
         return max(1, min(bound, buffer // threads))
+
+    def prefetcher(self, source: object) -> Callable[[Any], None] | None:
+        """The source's ``prefetch(keys)`` hook, which readers call with the keys they will read
+        (:attr:`tell_ahead`), or None where the source has none (a local source)."""
+        hook = getattr(source, "prefetch", None)
+        return hook if callable(hook) else None
 
     def is_cpu_bound(self, cpu_share: float) -> bool:
         """Whether reads whose CPU time is ``cpu_share`` of their running time keep a CPU busy."""

@@ -178,7 +178,7 @@ def test_importing_grainlite_loads_no_heavy_optional_package():
     code = (
         "import sys, grainlite; "
         "heavy = {'jax', 'orbax', 'tensorflow_datasets', 'cv2', 'matplotlib', 'array_record', "
-        "'tensorflow', 'torch', 'lightning', 'ray', 'apache_beam'}; "
+        "'tensorflow', 'torch', 'lightning', 'ray', 'apache_beam', 'obstore'}; "
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

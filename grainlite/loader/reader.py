@@ -67,6 +67,7 @@ def _make_chunk_reader(
         return keys.tolist()
 
     read_data = read_many(source)
+    prefetch = READ_POLICY.prefetcher(source)
 
     record_keys = getattr(sampler, "record_keys", None)
     if record_keys is not None and hasattr(sampler, "seed"):
@@ -86,6 +87,12 @@ def _make_chunk_reader(
                     stop = max(m1, min(stop, last))
                 indices = worker.indices(m0, stop)
                 keys = listed_keys(np.asarray(record_keys(indices), dtype=np.int64))
+                if prefetch is not None:  # the keys read next, and those after them
+                    ahead = stop + READ_POLICY.tell_ahead
+                    beyond = worker.indices(stop, ahead if last is None else min(ahead, last))
+                    prefetch(keys)
+                    if len(beyond):
+                        prefetch(listed_keys(np.asarray(record_keys(beyond), dtype=np.int64)))
                 if seed is not None and rng_indices is not None:
                     indices = rng_indices(indices)  # foreign codes keep their old generator
                 seeds = None if seed is None else (indices + seed).tolist()

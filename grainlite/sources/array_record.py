@@ -16,14 +16,16 @@ Grain checkpoints validate against it, and it differs where that makes it faster
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
 import hashlib
 import operator
 import os
 import re
 import threading
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, SupportsIndex
@@ -32,6 +34,7 @@ import numpy as np
 
 from grainlite.errors import CorruptedDataError, GrainliteTypeError, GrainliteValueError
 from grainlite.sources.protocol import int64_keys, key_out_of_range
+from grainlite.sources.remote.config import is_remote
 
 # Random-access defaults, as array_record's own data source uses; reader_options override them.
 _DEFAULT_OPTIONS = {"readahead_buffer_size": "0"}
@@ -40,6 +43,7 @@ _DEFAULT_OPTIONS = {"readahead_buffer_size": "0"}
 _RUNS_PER_LIST_READ = 256
 _INT32_MAX = 2**31 - 1  # The range read takes int32 bounds.
 _SLICED = re.compile(r"(.*)\[(\d+):(\d+)\]")
+_PRESSURE_CHECK_S = 0.2  # how often a remote source looks whether another process waits for room
 
 
 def _module() -> Any:
@@ -50,21 +54,31 @@ def _module() -> Any:
 
 @dataclass(frozen=True)
 class _File:
-    """The records ``[start, end)`` of one file that holds ``records`` records."""
+    """The records ``[start, end)`` of one file that holds ``records`` records; ``blob``: the
+    object of a remote file (read from the cache), None for a local one."""
 
     path: str
     start: int
     end: int
     records: int
+    blob: Any = None
 
 
 class _ProcessReaders:
-    """The readers one process opened; a fork gets a new one instead of sharing the parent's."""
+    """The readers one process opened; a fork gets a new one instead of sharing the parent's.
+
+    A remote file's reader reads its cached block, held (``pins``) while the reader is open;
+    ``busy`` counts the reads in flight per file, so that idle ones can be let go when another
+    process of the host waits for room in the cache."""
 
     def __init__(self, count: int) -> None:
         self.pid = os.getpid()
         self.lock = threading.Lock()
         self.readers: list[Any] = [None] * count
+        self.pins: list[Any] = [None] * count
+        self.busy = [0] * count
+        self.hinted = False
+        self.pressure_checked = 0.0
 
 
 class ArrayRecordDataSource:
@@ -77,18 +91,47 @@ class ArrayRecordDataSource:
       reader_options: array_record reader options, e.g. ``{"readahead_buffer_size": "0"}``; they
         override grainlite's random-access defaults.
 
+      storage_options: settings of object storage for ``s3://`` and ``gs://`` paths (endpoint,
+        credentials, retries; see :mod:`grainlite.sources.remote.config`); by default they come
+        from the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID`` ...).
+      cache_dir: where remote files are cached, shared by the processes of this host (default
+        ``GRAINLITE_CACHE_DIR`` or ``<temp>/grainlite-cache``).
+      cache_limit_bytes: the most bytes the cache folder holds (default: three quarters of its
+        file system's free space); at least the largest remote file.
+
+    Remote paths (``s3://bucket/train-*.array_record``: files, lists, globs) give the same keys,
+    records and checkpoints as local copies of the files: each file is fetched whole, ahead of
+    the reads that need it, into the cache, and read there by array_record's own reader.
+
     Raises:
-      FileNotFoundError: a path names no file.
+      FileNotFoundError: a path names no file (RemoteObjectNotFoundError for a URL).
+      PermissionError: object storage refused the credentials (RemoteAccessDeniedError).
       GrainliteValueError: ``paths`` is empty or of the wrong kind, a file is not an ArrayRecord
-        file, a slice runs past the end of its file, or array_record refuses ``reader_options``.
+        file, a slice runs past the end of its file, array_record refuses ``reader_options``,
+        or a remote file is larger than ``cache_limit_bytes``.
     """
 
-    def __init__(self, paths: Any, reader_options: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        paths: Any,
+        reader_options: dict[str, str] | None = None,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit_bytes: int | None = None,
+    ) -> None:
         options = dict(_DEFAULT_OPTIONS)
         options.update(_check_reader_options(reader_options))
         self._options = ",".join(f"{key}:{value}" for key, value in options.items())
-        entries = _as_entries(paths)
-        self._files, kept_reader = _resolve(entries, self._options)
+        entries = _as_entries(paths, storage_options)
+        self._cache = None
+        if any(is_remote(entry[0]) for entry in entries):
+            from grainlite.sources.remote.cache import ShardCache
+
+            self._cache = ShardCache(cache_dir, cache_limit_bytes, storage_options)
+        self._files, kept_reader = _resolve(entries, self._options, storage_options)
+        if self._cache is not None:
+            self._cache.check_fits([file.blob for file in self._files if file.blob is not None])
         self._paths = [file.path for file in self._files]
         self._ends = list(np.cumsum([file.end - file.start for file in self._files]).tolist())
         self._len = self._ends[-1]
@@ -99,9 +142,25 @@ class ArrayRecordDataSource:
         digest = hashlib.sha1()
         for path in self._paths:
             digest.update(path.encode())
-        self._repr = f"ArrayRecordDataSource(hash_of_paths={digest.hexdigest()})"
+        self._portable = _portable_repr(self._files)
+        if self._cache is None:  # Grain's repr: checkpoints validate against Grain's source
+            self._repr = f"ArrayRecordDataSource(hash_of_paths={digest.hexdigest()})"
+        else:  # no bucket or host in it: the same files read from local copies validate too
+            self._repr = self._portable
         self._state = _ProcessReaders(len(self._files))
         self._state.readers[0] = kept_reader  # None when there are several files
+
+    def checkpoint_aliases(self) -> tuple[str, ...]:
+        """The ``data_source`` texts of checkpoints, besides this source's repr, that read the
+        same records (:func:`~grainlite.sources.protocol.source_aliases`; ``*`` ends a prefix).
+
+        A state saved reading these files from a bucket (named by their file names, slices and
+        record counts) restores reading local copies; one saved reading local files (named by
+        Grain's hash of their local paths, which no bucket can recompute) restores reading any
+        ArrayRecord files from a bucket, checked by the sampler's record count."""
+        if self._cache is None:
+            return (self._portable,)
+        return ("ArrayRecordDataSource(hash_of_paths=*",)
 
     @property
     def paths(self) -> list[str]:
@@ -120,9 +179,88 @@ class ArrayRecordDataSource:
             with state.lock:
                 reader = state.readers[index]
                 if reader is None:
-                    reader = _open(self._files[index].path, self._options)
+                    reader = self._open_reader(state, index)
                     state.readers[index] = reader
         return reader
+
+    def _open_reader(self, state: _ProcessReaders, index: int) -> Any:
+        """A reader of file ``index``: a local file's, or one on the cached block of a remote
+        file (fetched first if needed), held while the reader is open."""
+        file = self._files[index]
+        if file.blob is None:
+            return _open(file.path, self._options)
+        assert self._cache is not None
+        if not state.hinted:  # no read-ahead hint came first: fetch every file, in key order
+            state.hinted = True
+            for other in self._files:
+                if other.blob is not None:
+                    self._cache.fetch_ahead(other.blob)
+        pin = self._cache.acquire(file.blob, on_wait=self._let_idle_go)
+        try:
+            reader = _open(str(pin.path), self._options, name=file.path)
+        except BaseException:
+            pin.release()
+            raise
+        state.pins[index] = pin
+        return reader
+
+    def _let_idle_go(self) -> None:
+        """Closes this process's readers of remote files that no read uses now, letting their
+        cached blocks go (another process of the host waits for room)."""
+        state = self._state
+        with state.lock:
+            for index, pin in enumerate(state.pins):
+                if pin is not None and state.busy[index] == 0:
+                    reader, state.readers[index] = state.readers[index], None
+                    if reader is not None:
+                        reader.close()
+                    pin.release()
+                    state.pins[index] = None
+
+    @contextlib.contextmanager
+    def _using(self, index: int) -> Iterator[None]:
+        """Counts file ``index`` busy while the block runs (a remote source's reads)."""
+        if self._files[index].blob is None:
+            yield
+            return
+        state = self._state
+        if state.pid != os.getpid():
+            state = self._state = _ProcessReaders(len(self._files))
+        with state.lock:
+            state.busy[index] += 1
+        try:
+            yield
+        finally:
+            with state.lock:
+                state.busy[index] -= 1
+            now = time.monotonic()
+            if now - state.pressure_checked > _PRESSURE_CHECK_S:
+                state.pressure_checked = now
+                assert self._cache is not None
+                if self._cache.under_pressure():
+                    self._let_idle_go()
+
+    def prefetch(self, keys: Sequence[int] | np.ndarray) -> None:
+        """Tells the source the keys it will read next, in order: the remote files they need
+        are fetched ahead into the cache (in the order of their first key, as far as free
+        room allows), so the reads find them there. Local files need nothing; returns at once.
+        The readers of both APIs call it as :data:`~grainlite.options.READ_POLICY` says."""
+        if self._cache is None:
+            return
+        array = np.asarray(keys, dtype=np.int64).reshape(-1)
+        if array.size == 0:
+            return
+        state = self._state
+        if state.pid != os.getpid():
+            state = self._state = _ProcessReaders(len(self._files))
+        state.hinted = True
+        array = array[(array >= 0) & (array < self._len)]
+        file_of = np.searchsorted(self._ends_array, array, side="right")
+        _, first = np.unique(file_of, return_index=True)
+        for index in file_of[np.sort(first)].tolist():
+            blob = self._files[index].blob
+            if blob is not None and state.readers[index] is None:
+                self._cache.fetch_ahead(blob)
 
     def __getitem__(self, key: SupportsIndex) -> bytes:
         """The record under ``key`` in ``[0, len)``."""
@@ -131,6 +269,12 @@ class ArrayRecordDataSource:
             raise key_out_of_range("ArrayRecordDataSource", k, self._len)
         index = bisect.bisect_right(self._ends, k) if len(self._files) > 1 else 0
         position = k - (self._ends[index - 1] if index else 0) + self._files[index].start
+        if self._cache is not None:
+            with self._using(index):
+                return self._read_one(index, position)
+        return self._read_one(index, position)
+
+    def _read_one(self, index: int, position: int) -> bytes:
         reader = self._reader(index)
         try:
             if position < _INT32_MAX:
@@ -163,6 +307,12 @@ class ArrayRecordDataSource:
         return records
 
     def _read_file(self, index: int, positions: np.ndarray) -> list[bytes]:
+        if self._cache is not None:
+            with self._using(index):
+                return self._read_positions(index, positions)
+        return self._read_positions(index, positions)
+
+    def _read_positions(self, index: int, positions: np.ndarray) -> list[bytes]:
         try:
             return self._read_runs(index, positions)
         except RuntimeError as error:
@@ -212,6 +362,9 @@ class ArrayRecordDataSource:
             for reader in state.readers:
                 if reader is not None:
                     reader.close()
+            for pin in state.pins:
+                if pin is not None:
+                    pin.release()
 
     def __enter__(self) -> ArrayRecordDataSource:
         return self
@@ -276,21 +429,55 @@ def _entry(path: Any, where: str) -> tuple[str, int | None, int | None]:
     )
 
 
-def _as_entries(paths: Any) -> list[tuple[str, int | None, int | None]]:
+def _as_entries(
+    paths: Any, storage_options: dict[str, Any] | None = None
+) -> list[tuple[str, int | None, int | None]]:
     if isinstance(paths, (str, os.PathLike)) or _is_file_instruction(paths):
-        return [_entry(paths, "")]
-    if not isinstance(paths, Sequence) or isinstance(paths, bytes):
-        return [_entry(paths, "")]  # Raises the error naming what is accepted.
-    if len(paths) == 0:
+        entries = [_entry(paths, "")]
+    elif not isinstance(paths, Sequence) or isinstance(paths, bytes):
+        entries = [_entry(paths, "")]  # Raises the error naming what is accepted.
+    elif len(paths) == 0:
         raise GrainliteValueError(
             f"ArrayRecordDataSource paths must not be empty (got {paths!r}); pass one ArrayRecord "
             f"file or a list of them, e.g. sorted(glob.glob('data-*.array_record'))."
         )
-    return [_entry(path, f" at position {i}") for i, path in enumerate(paths)]
+    else:
+        entries = [_entry(path, f" at position {i}") for i, path in enumerate(paths)]
+    if not any(is_remote(path) for path, _, _ in entries):
+        return entries
+    from grainlite.sources.remote.files import expand
+
+    expanded: list[tuple[str, int | None, int | None]] = []
+    for path, start, end in entries:  # a remote pattern lists the bucket, in sorted order
+        if is_remote(path) and start is None:
+            expanded += [(url, None, None) for url in expand(path, storage_options)]
+        else:
+            expanded.append((path, start, end))
+    return expanded
 
 
-def _open(path: str, options: str) -> Any:
-    """An open reader of ``path``, or the error saying why there cannot be one."""
+def _portable_repr(files: list[_File]) -> str:
+    """The repr naming files by their names, slices and record counts, not their folder or
+    bucket: the same for a bucket's files and their local copies."""
+    digest = hashlib.sha1()
+    for file in files:
+        name = file.path.rstrip("/").rsplit("/", 1)[-1]
+        digest.update(f"{name}[{file.start}:{file.end}]/{file.records}\n".encode())
+    return f"ArrayRecordDataSource(hash_of_files={digest.hexdigest()})"
+
+
+def _open(path: str, options: str, name: str | None = None) -> Any:
+    """An open reader of ``path``, or the error saying why there cannot be one (naming ``name``,
+    the remote file's URL, where ``path`` is its local copy)."""
+    try:
+        return _open_named(path, options)
+    except Exception as error:
+        if name is None or path not in str(error):
+            raise
+        raise type(error)(str(error).replace(path, name)) from None
+
+
+def _open_named(path: str, options: str) -> Any:
     module = _module()
     try:
         # array_record's default file buffer: a 32 KiB one made every random read of a small
@@ -344,12 +531,25 @@ def _open_error(path: str, message: str) -> Exception:
 
 
 def _inspect(
-    entry: tuple[str, int | None, int | None], options: str, keep: bool = False
+    entry: tuple[str, int | None, int | None],
+    options: str,
+    keep: bool = False,
+    storage_options: dict[str, Any] | None = None,
 ) -> tuple[_File, str, Any]:
     """The records to read from one path, the options its file was written with, and its open
     reader if ``keep`` (else None)."""
     path, start, end = entry
-    reader = _open(path, options)
+    blob = None
+    if is_remote(path):
+        from grainlite.sources.remote.files import blob_of, count_records
+
+        blob = blob_of(path, storage_options)
+        reader = count_records(
+            blob, options, lambda local, opts: _open(local, opts, name=path), storage_options
+        )
+        keep = False  # a reader of the index alone: the data is read from the cache
+    else:
+        reader = _open(path, options)
     try:
         count = reader.num_records()
         written_with = reader.writer_options_string() or ""
@@ -366,11 +566,13 @@ def _inspect(
             f"ArrayRecordDataSource slice [{start}:{end}] of {path!r} runs past its {count} "
             f"records; pass bounds with 0 <= start <= end <= {count}."
         )
-    return _File(path, start, end, count), written_with, reader
+    return _File(path, start, end, count, blob), written_with, reader
 
 
 def _resolve(
-    entries: list[tuple[str, int | None, int | None]], options: str
+    entries: list[tuple[str, int | None, int | None]],
+    options: str,
+    storage_options: dict[str, Any] | None = None,
 ) -> tuple[list[_File], Any]:
     """Opens every file once (in parallel when there are several) to count and check it.
 
@@ -378,10 +580,12 @@ def _resolve(
     its index, which the first read in this process would otherwise pay again.
     """
     if len(entries) == 1:
-        results = [_inspect(entries[0], options, keep=True)]
+        results = [_inspect(entries[0], options, True, storage_options)]
     else:
         with ThreadPoolExecutor(min(16, len(entries))) as pool:
-            results = list(pool.map(lambda entry: _inspect(entry, options), entries))
+            results = list(
+                pool.map(lambda entry: _inspect(entry, options, False, storage_options), entries)
+            )
     for file, written_with, _ in results:
         group_size = re.search(r"group_size:(\d+)", written_with)
         if group_size and group_size[1] != "1":

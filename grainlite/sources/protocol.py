@@ -78,6 +78,27 @@ def source_repr(source: Any) -> str:
     return repr(source)
 
 
+def source_aliases(source: Any) -> tuple[str, ...]:
+    """Other ``data_source`` texts a checkpoint may hold and still restore onto ``source``: what
+    its ``checkpoint_aliases()`` returns (an entry ending in ``*`` matches texts that start with
+    the rest), else none. ArrayRecord files read from a bucket and from local copies accept each
+    other's states this way."""
+    aliases = getattr(source, "checkpoint_aliases", None)
+    return tuple(aliases()) if callable(aliases) else ()
+
+
+def source_matches(saved: str, current: str, aliases: tuple[str, ...]) -> bool:
+    """Whether a checkpoint's ``data_source`` text ``saved`` fits a source whose repr is
+    ``current`` and whose aliases (:func:`source_aliases`) are ``aliases``."""
+    if saved == current:
+        return True
+    if not isinstance(saved, str):
+        return False
+    return any(
+        saved.startswith(alias[:-1]) if alias.endswith("*") else saved == alias for alias in aliases
+    )
+
+
 def read_many(source: Any) -> Callable[[list[int]], list[Any]]:
     """The block read of both APIs: ``read(keys) -> list`` of the records, in the keys' order.
 

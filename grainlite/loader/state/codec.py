@@ -29,7 +29,7 @@ from grainlite.loader.state import holes_field as pending_field
 from grainlite.loader.state.holes_field import HolesField
 from grainlite.loader.state.worker_state import WorkerState, bad, nest
 from grainlite.loader.striding import WorkerSlice
-from grainlite.sources.protocol import source_repr
+from grainlite.sources.protocol import source_aliases, source_matches, source_repr
 
 VERSION = 2
 # grainlite's one addition to Grain's fields: the sampler indices of records whose element failed
@@ -52,6 +52,8 @@ class Layout:
     # The sampler's length (None: it has none). A saved position past it is refused: it would
     # silently end the epoch.
     sampler_length: int | None = None
+    # Other data_source texts that restore onto this source (sources.protocol.source_aliases).
+    source_aliases: tuple[str, ...] = ()
 
     @staticmethod
     def of(
@@ -71,6 +73,7 @@ class Layout:
             source_repr=source_repr(data_source),
             flat_map=flat_map,
             sampler_length=len(sampler) if hasattr(sampler, "__len__") else None,
+            source_aliases=source_aliases(data_source),
         )
 
     def saved_as(self, worker_count: int, shard_index: int, shard_count: int) -> Layout:
@@ -482,7 +485,7 @@ def _check_identity(document: dict[str, Any], layout: Layout) -> None:
             "The sampler is compared by `repr(sampler)`: build the loader with the same sampler "
             "arguments, or give a custom sampler a stable `__repr__`."
         )
-    if document["data_source"] != layout.source_repr:
+    if not source_matches(document["data_source"], layout.source_repr, layout.source_aliases):
         raise CheckpointMismatchError(
             "DataSource in checkpoint does not match datasource in dataloader.\n"
             f"data source in checkpoint: {_shown_text(document['data_source'])}\n"

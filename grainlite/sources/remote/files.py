@@ -1,0 +1,70 @@
+"""What a source needs to know of remote files before it reads them: globs expanded, and each
+file's size, ETag and record count, without downloading the files.
+
+array_record's reader reads a file's index from its end (google/array_record#120: it needs a local
+file). :func:`count_records` fetches the file's first block and its tail into a *sparse* local
+file of the object's size (the holes take no disk), opens the reader on it to ask the record
+count and writer options, and doubles the tail until the index fits. The data itself is fetched
+later, whole, into the cache (:mod:`grainlite.sources.remote.cache`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from grainlite.errors import RemoteObjectNotFoundError
+from grainlite.sources.remote.cache import Blob
+from grainlite.sources.remote.client import list_glob, object_info, read_range
+
+_HEAD_BYTES = 64 << 10  # the file's signature block
+_FIRST_TAIL = 256 << 10  # the index of 20k records fits in this (measured); doubled as needed
+
+
+def expand(url: str, storage_options: dict[str, Any] | None) -> list[str]:
+    """``url`` itself, or the sorted URLs its ``*``, ``?`` or ``[...]`` pattern matches."""
+    if not any(char in url for char in "*?["):
+        return [url]
+    found = list_glob(url, storage_options)
+    if not found:
+        raise RemoteObjectNotFoundError(
+            f"The pattern {url!r} matches no object: check the bucket, the folder and the "
+            f"pattern (it matches within one path segment, as glob.glob does), and the endpoint."
+        )
+    return found
+
+
+def blob_of(url: str, storage_options: dict[str, Any] | None) -> Blob:
+    """The cache entry of ``url``: its size and ETag (one HEAD request)."""
+    info = object_info(url, storage_options)
+    return Blob(url, info.size, info.etag)
+
+
+def count_records(
+    blob: Blob, options: str, open_reader: Callable[[str, str], Any], storage_options: Any
+) -> Any:
+    """An array_record reader opened on a sparse copy of ``blob``'s head and tail, for its record
+    count and writer options only (reading a record from it is an error). ``open_reader(path,
+    options)`` opens it and raises grainlite's error if the file is not an ArrayRecord file.
+
+    The sparse copy is removed at once (the open reader keeps it while open)."""
+    tail = _FIRST_TAIL
+    while True:
+        tail = min(tail, blob.size)
+        with tempfile.NamedTemporaryFile(prefix="grainlite-index-", suffix=".array_record") as f:
+            fd = f.fileno()
+            os.ftruncate(fd, blob.size)
+            head = min(_HEAD_BYTES, blob.size)
+            if head:
+                os.pwrite(fd, read_range(blob.url, 0, head, storage_options), 0)
+            if tail > head:
+                start = blob.size - tail
+                os.pwrite(fd, read_range(blob.url, start, blob.size, storage_options), start)
+            try:
+                return open_reader(f.name, options)
+            except Exception:
+                if tail >= blob.size:
+                    raise
+        tail *= 4

@@ -1,0 +1,104 @@
+"""grainlite.sources.remote: objects read, listed and written on a real S3 server (127.0.0.1)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grainlite.errors import RemoteAccessDeniedError, RemoteObjectNotFoundError, RemoteReadError
+from grainlite.sources import remote
+from grainlite_tests.support.seaweed import S3Server, free_ports
+
+
+@pytest.fixture(scope="module")
+def server(s3_server: S3Server) -> S3Server:
+    pytest.importorskip("obstore")
+    return s3_server
+
+
+def test_is_remote_names_s3_and_gs_urls_only():
+    assert remote.is_remote("s3://b/k") and remote.is_remote("gs://b/k")
+    assert remote.is_remote("GCS://b/k") and remote.is_remote(Path("s3:/b")) is False
+    assert not remote.is_remote("/tmp/x") and not remote.is_remote("file:///x")
+    assert not remote.is_remote(3)
+
+
+def test_objects_written_read_back_whole_in_ranges_and_by_seeking(server: S3Server):
+    options = server.storage_options()
+    url = f"s3://{server.bucket}/client/a.bin"
+    data = bytes(range(256)) * 5000
+    remote.write_bytes(url, data, options)
+    assert remote.object_size(url, options) == len(data)
+    assert remote.object_info(url, options).etag
+    assert bytes(remote.read_range(url, 1000, 1010, options)) == data[1000:1010]
+    with remote.open_read(url, options) as file:
+        assert file.seekable()
+        file.seek(-7, io.SEEK_END)
+        assert file.read() == data[-7:]
+        file.seek(12345)
+        buffer = bytearray(3)
+        assert file.readinto(buffer) == 3 and bytes(buffer) == data[12345:12348]
+        file.seek(0)
+        assert file.read() == data
+    with remote.open_write(f"s3://{server.bucket}/client/w.bin", options) as writer:
+        writer.write(b"abc")
+        writer.write(memoryview(b"def"))
+    assert bytes(remote.read_range(f"s3://{server.bucket}/client/w.bin", 0, 6, options)) == (
+        b"abcdef"
+    )
+
+
+def test_list_glob_matches_within_one_path_segment_sorted(server: S3Server):
+    options = server.storage_options()
+    base = f"s3://{server.bucket}/glob"
+    for name in ["b-2.ar", "a-1.ar", "b-10.ar", "sub/c-1.ar", "x.txt"]:
+        remote.write_bytes(f"{base}/{name}", b"x", options)
+    assert remote.list_glob(f"{base}/*.ar", options) == [
+        f"{base}/a-1.ar",
+        f"{base}/b-10.ar",
+        f"{base}/b-2.ar",
+    ]
+    assert remote.list_glob(f"{base}/*/c-?.ar", options) == [f"{base}/sub/c-1.ar"]
+    assert remote.list_glob(f"{base}/x.txt", options) == [f"{base}/x.txt"]
+    assert remote.list_glob(f"{base}/none-*", options) == []
+
+
+def test_missing_object_is_one_file_not_found_error_naming_the_url(server: S3Server):
+    url = f"s3://{server.bucket}/client/missing.bin"
+    with pytest.raises(RemoteObjectNotFoundError, match=r"missing\.bin") as caught:
+        remote.open_read(url, server.storage_options())
+    assert isinstance(caught.value, FileNotFoundError)
+    with pytest.raises(FileNotFoundError, match="no-such-bucket"):
+        remote.object_size("s3://no-such-bucket/x", server.storage_options())
+
+
+def test_refused_credentials_are_one_permission_error_naming_the_fix(server: S3Server):
+    url = f"s3://{server.bucket}/client/a.bin"
+    options = server.storage_options() | {"secret": "wrong"}
+    with pytest.raises(RemoteAccessDeniedError, match="AWS_SECRET_ACCESS_KEY") as caught:
+        remote.object_size(url, options)
+    assert isinstance(caught.value, PermissionError)
+
+
+def test_unreachable_store_fails_after_the_bounded_retries(server: S3Server):
+    (port,) = free_ports(1)
+    options = server.storage_options(f"http://127.0.0.1:{port}") | {"max_retries": 2, "backoff": 0.01}
+    with pytest.raises(RemoteReadError, match="failed 3 times"):
+        remote.object_size(f"s3://{server.bucket}/x", options)
+
+
+def test_credentials_and_endpoint_come_from_the_environment(server: S3Server):
+    code = (
+        "from grainlite.sources import remote; "
+        f"print(remote.object_size('s3://{server.bucket}/client/a.bin'))"
+    )
+    env = dict(os.environ, **server.environ())
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == str(256 * 5000)
