@@ -3,7 +3,9 @@ MosaicML Streaming and Grain through fsspec, on the same data behind the same sl
 
 ``python -m benchmarks.remote_run [--workloads images,small] [--repeats 3] [--quick]
 [--libraries grainlite-local,grainlite-remote,litdata,mosaic,grain-fsspec] [--records N]
-[--shards 8] [--latency 0.02] [--jitter 0.005] [--bandwidth 1e9] [--time-limit 15] [--write-docs]``
+[--shards 8] [--latency 0.02] [--jitter 0.005] [--bandwidth 1e9] [--time-limit 15]
+[--epoch-limit 150]
+[--write-docs]``, or ``python -m benchmarks.remote_run --render FILE [--write-docs]``
 
 - Data: each workload's records (:mod:`benchmarks.datagen`) split into ``--shards`` contiguous
   ArrayRecord shards, and the same records as LitData chunks and MDS shards (written in the
@@ -182,10 +184,13 @@ def run_one(
             "--shards", str(data.shards), "--seed", str(args.seed),
             "--url", f"{bucket_url}{prefix}/{name}/" if prefix else "",
             "--cache-dir", str(cache), "--time-limit", str(args.time_limit), "--out", str(out),
+            "--epoch-limit", str(args.epoch_limit),
         ]  # fmt: skip
         env = dict(os.environ, **s3_env, PYTHONPATH=str(ROOT))
         try:
-            done = _run_as_group(command, env, 2 * args.time_limit + _SLACK_S)
+            done = _run_as_group(
+                command, env, 2 * max(args.time_limit, args.epoch_limit) + _SLACK_S
+            )
         except Exception as e:  # TimeoutExpired
             return {"library": library, "workload": name, "error": f"{type(e).__name__}"}
         if done.returncode != 0 or not out.exists():
@@ -206,6 +211,7 @@ def medians(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]
             table[key] = {"error": failed[0]["error"], "repeats": len(group)}
             continue
         table[key] = {m: statistics.median(run[m] for run in group) for m in METRICS}
+        table[key]["partial"] = any(run.get("partial_epochs") for run in group)
         table[key]["repeats"] = len(group)
     return table
 
@@ -289,8 +295,9 @@ def markdown(table: dict, header: str, skipped: dict[str, str]) -> str:
                     return "n/a"
                 return _fmt(r["cold_records_per_s"] / other["cold_records_per_s"])
 
+            partial = " (part of the epoch)" if r.get("partial") else ""
             lines.append(
-                f"| {LABELS[library]} | {_fmt(r['cold_records_per_s'])} "
+                f"| {LABELS[library]} | {_fmt(r['cold_records_per_s'])}{partial} "
                 f"| {_fmt(r['warm_records_per_s'])} | {_fmt(r['first_batch_s'], 3)} "
                 f"| {_fmt(r['peak_cache_mb'], 1)} | {_fmt(r['cpu_us_per_record'])} "
                 f"| {_fmt(r['tree_cpu_us_per_record'])} | {_fmt(r['peak_pss_mb'], 0)} "
@@ -335,10 +342,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--bandwidth", type=float, default=1e9, help="bits/s each way")
     parser.add_argument("--time-limit", type=float, default=15.0,
                         help="seconds per epoch of time-limited workloads (small)")  # fmt: skip
+    parser.add_argument("--epoch-limit", type=float, default=150.0,
+                        help="seconds at most per epoch of images (a slower library's rate is "
+                        "then that of the part it read, marked in the table)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help=f"put the tables between the remote markers of {DOCS_PAGE.name}",
+    )
+    parser.add_argument("--render", type=Path, help="the tables of a saved results JSON, no runs")
     args = parser.parse_args(argv)
     args.workloads = args.workloads.split(",")
     args.libraries = args.libraries.split(",")
@@ -353,13 +368,58 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def header(saved: dict[str, Any]) -> str:
+    """The line above the tables: how, when, on what and through what network."""
+    a, info, counts = saved["args"], saved["machine"], saved.get("proxy", {})
+    date = datetime.datetime.fromisoformat(saved["date"])
+    rounds = max((run["round"] for run in saved["runs"]), default=0)
+    load = saved.get("load_average", [0.0])[0]
+    return (
+        f"Measured with `{saved['command'].strip()}` on {date:%Y-%m-%d}: {info['cpu_model']}, "
+        f"{info['affinity']} cores, shared with other work (load average {load:.1f} at the "
+        f"end), Python {info['python']}. SeaweedFS on 127.0.0.1 behind the fault proxy: "
+        f"{a['latency'] * 1000:g} ms ± {a['jitter'] * 1000:g} ms per request, "
+        f"{a['bandwidth'] / 1e9:g} Gbit/s each way; {a['shards']} shards; shuffled, 2 workers; "
+        f"medians of {rounds} interleaved round(s). Proxy: {counts.get('requests', 0):,} "
+        f"requests, {counts.get('bytes_down', 0) / 1e6:,.0f} MB down."
+    )
+
+
+def render(path: Path, write_docs: bool) -> int:
+    """Prints (and with --write-docs, writes) the tables of a saved results file, finished or
+    not (the runner saves it after every run)."""
+    saved = json.loads(path.read_text())
+    section = markdown(medians(saved["runs"]), header(saved), saved["skipped"])
+    print(section)
+    if write_docs:
+        write_into_page(DOCS_PAGE, section)
+        print(f"wrote the tables into {DOCS_PAGE}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark; returns 0 if every run that could run succeeded and verified."""
     args = parse_args(argv)
+    if args.render is not None:
+        return render(args.render, args.write_docs)
     skipped = {lib: why for lib in args.libraries if (why := unavailable(lib))}
     libraries = [lib for lib in args.libraries if lib not in skipped]
     for library, why in skipped.items():
         print(f"not run: {library}: {why}", flush=True)
+    command = "python -m benchmarks.remote_run " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    today = datetime.datetime.now(datetime.UTC)
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    raw = args.results_dir / f"remote-{today:%Y%m%dT%H%M%SZ}.json"
+    saved: dict[str, Any] = {
+        "command": command,
+        "date": today.isoformat(),
+        "machine": machine(),
+        "args": {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, list))},
+        "skipped": skipped,
+        "runs": [],
+    }
     plans = []
     for name in args.workloads:
         workload = WORKLOADS[name]
@@ -370,59 +430,28 @@ def main(argv: list[str] | None = None) -> int:
             if library in libraries:
                 convert(library, data)
         plans.append((name, data, libraries))
-    runs = []
     with serving(plans, args) as (bucket_url, s3_env, counts):
         for round_ in range(1, args.repeats + 1):
             for name, data, libs in plans:
                 for library in libs:
                     result = run_one(library, name, data, bucket_url, s3_env, args)
                     result["round"] = round_
-                    runs.append(result)
+                    saved["runs"].append(result)
+                    saved["load_average"] = os.getloadavg()
+                    raw.write_text(json.dumps(saved, indent=1))  # after every run
                     status = result.get("error") or (
                         f"cold {result['cold_records_per_s']:,.0f}/s, "
                         f"warm {result['warm_records_per_s']:,.0f}/s, "
                         f"first batch {result['first_batch_s']:.3f} s"
                     )
                     print(f"[round {round_}/{args.repeats}] {name} {library}: {status}", flush=True)
-    table = medians(runs)
-    info = machine()
-    command = "python -m benchmarks.remote_run " + " ".join(
-        argv if argv is not None else sys.argv[1:]
-    )
-    today = datetime.datetime.now(datetime.UTC)
-    load = os.getloadavg()
-    header = (
-        f"Measured with `{command.strip()}` on {today:%Y-%m-%d}: {info['cpu_model']}, "
-        f"{info['affinity']} cores (shared with other work: load average {load[0]:.1f} at the "
-        f"end), Python {info['python']}. SeaweedFS on 127.0.0.1 behind the fault proxy: "
-        f"{args.latency * 1000:g} ms ± {args.jitter * 1000:g} ms per request, "
-        f"{args.bandwidth / 1e9:g} Gbit/s each way; {args.shards} shards; shuffled, 2 workers; "
-        f"medians of {args.repeats} interleaved repeat(s). Proxy: {counts.get('requests', 0):,} "
-        f"requests, {counts.get('bytes_down', 0) / 1e6:,.0f} MB down."
-    )
-    section = markdown(table, header, skipped)
-    print(section)
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    raw = args.results_dir / f"remote-{today:%Y%m%dT%H%M%SZ}.json"
-    raw.write_text(
-        json.dumps(
-            {
-                "command": command,
-                "date": today.isoformat(),
-                "machine": info,
-                "proxy": counts,
-                "skipped": skipped,
-                "runs": runs,
-                "medians": [{"workload": w, "library": lib, **r} for (w, lib), r in table.items()],
-            },
-            indent=1,
-        )
-    )
+    saved["proxy"] = counts
+    table = medians(saved["runs"])
+    saved["medians"] = [{"workload": w, "library": lib, **r} for (w, lib), r in table.items()]
+    raw.write_text(json.dumps(saved, indent=1))
+    render(raw, args.write_docs)
     print(f"raw results: {raw}")
-    if args.write_docs:
-        write_into_page(DOCS_PAGE, section)
-        print(f"wrote the tables into {DOCS_PAGE}")
-    return 1 if any("error" in run for run in runs) else 0
+    return 1 if any("error" in run for run in saved["runs"]) else 0
 
 
 if __name__ == "__main__":
