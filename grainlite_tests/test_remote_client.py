@@ -87,7 +87,10 @@ def test_refused_credentials_are_one_permission_error_naming_the_fix(server: S3S
 
 def test_unreachable_store_fails_after_the_bounded_retries(server: S3Server):
     (port,) = free_ports(1)
-    options = server.storage_options(f"http://127.0.0.1:{port}") | {"max_retries": 2, "backoff": 0.01}
+    options = server.storage_options(f"http://127.0.0.1:{port}") | {
+        "max_retries": 2,
+        "backoff": 0.01,
+    }
     with pytest.raises(RemoteReadError, match="failed 3 times"):
         remote.object_size(f"s3://{server.bucket}/x", options)
 
