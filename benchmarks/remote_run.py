@@ -380,8 +380,12 @@ def header(saved: dict[str, Any]) -> str:
         f"end), Python {info['python']}. SeaweedFS on 127.0.0.1 behind the fault proxy: "
         f"{a['latency'] * 1000:g} ms ± {a['jitter'] * 1000:g} ms per request, "
         f"{a['bandwidth'] / 1e9:g} Gbit/s each way; {a['shards']} shards; shuffled, 2 workers; "
-        f"medians of {rounds} interleaved round(s). Proxy: {counts.get('requests', 0):,} "
-        f"requests, {counts.get('bytes_down', 0) / 1e6:,.0f} MB down."
+        f"medians of {rounds} interleaved round(s)."
+        + (
+            f" Proxy: {counts['requests']:,} requests, {counts['bytes_down'] / 1e6:,.0f} MB down."
+            if counts
+            else ""
+        )
     )
 
 
@@ -389,6 +393,12 @@ def render(path: Path, write_docs: bool) -> int:
     """Prints (and with --write-docs, writes) the tables of a saved results file, finished or
     not (the runner saves it after every run)."""
     saved = json.loads(path.read_text())
+    # Only whole rounds (a run still going when the file was saved has its later rounds cut).
+    per_round: dict[int, int] = {}
+    for run in saved["runs"]:
+        per_round[run["round"]] = per_round.get(run["round"], 0) + 1
+    whole = {r for r, n in per_round.items() if n == per_round.get(1)}
+    saved = {**saved, "runs": [run for run in saved["runs"] if run["round"] in whole]}
     section = markdown(medians(saved["runs"]), header(saved), saved["skipped"])
     print(section)
     if write_docs:
