@@ -52,6 +52,11 @@ def origin() -> Iterator[tuple[str, int]]:
         thread.join()
 
 
+def proxy_threads() -> list[str]:
+    """The live threads of any FaultProxy (the origin server's own threads end on their own)."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("fault-proxy")]
+
+
 def get(port: int, size: int, conn: http.client.HTTPConnection | None = None) -> bytes:
     c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
@@ -98,7 +103,7 @@ def test_bandwidth_cap_slows_a_large_response(origin):
         start = time.monotonic()
         assert len(get(proxy.port, size)) == size
         elapsed = time.monotonic() - start
-        assert proxy.counts()["bytes_down"] >= size
+    assert proxy.counts()["bytes_down"] >= size  # (after close: its threads counted all)
     assert elapsed >= 0.7  # 1 s at the cap, less a burst allowance
 
 
@@ -130,7 +135,6 @@ def test_slowdown_answers_503_with_an_s3_error_body(origin):
 
 
 def test_a_stalled_response_outlasts_the_client_timeout_and_close_does_not_wait(origin):
-    threads_before = set(threading.enumerate())
     proxy = FaultProxy(origin, Faults(stall_probability=1.0, stall_s=60.0))
     conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=0.5)
     conn.request("GET", "/10")
@@ -141,21 +145,20 @@ def test_a_stalled_response_outlasts_the_client_timeout_and_close_does_not_wait(
     assert time.monotonic() - start < 10
     conn.close()
     assert proxy.counts()["stalls"] == 1
-    assert set(threading.enumerate()) <= threads_before
+    assert proxy_threads() == []
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", proxy.port), timeout=5).close()
 
 
 def test_close_with_open_connections_leaves_no_thread(origin):
-    threads_before = set(threading.enumerate())
     proxy = FaultProxy(origin, Faults(latency_s=0.01))
     conns = [http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10) for _ in range(4)]
     for c in conns:
         assert get(proxy.port, 10, c) == b"x" * 10
     proxy.close()
+    assert proxy_threads() == []  # while the clients still hold their connections open
     for c in conns:
         c.close()
-    assert set(threading.enumerate()) <= threads_before
 
 
 def test_proxy_as_a_process_forwards_and_reports_its_counts(origin):

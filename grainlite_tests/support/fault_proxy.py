@@ -168,12 +168,13 @@ class FaultProxy:
             except OSError:
                 return
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            thread = threading.Thread(target=self._serve, args=(client,), daemon=True)
             with self._lock:
                 self._counts["connections"] += 1
+                name = f"fault-proxy-conn-{self._counts['connections']}"
+                thread = threading.Thread(target=self._serve, args=(client,), name=name)
+                thread.daemon = True
                 self._threads.add(thread)
                 self._sockets.add(client)
-            thread.name = f"fault-proxy-conn-{self._counts['connections']}"
             thread.start()
 
     def _draw(self) -> tuple[float, str | None]:
