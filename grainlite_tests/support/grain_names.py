@@ -110,9 +110,13 @@ _EXPERIMENTAL: dict[str, Entry] = {
     "FlatMapIterDataset": _FLAT_MAP_DATASET,
     "FlatMapMapDataset": _FLAT_MAP_DATASET,
     "FlatMapTransform": _same("the DataLoader runs it, with Grain's nested checkpoint state"),
-    "InterleaveIterDataset": _same(
-        "Grain's order and state; set_state() leaves the given state unchanged (Grain's "
-        "restored iterator rewrites its lists)"
+    "InterleaveIterDataset": Entry(
+        FIX,
+        "Grain's order and state (future_states included); a MapDataset of datasets is read "
+        "lazily; under mp_prefetch worker w of W interleaves datasets[w::W] as in Grain (a "
+        "worker left without datasets gives none, where Grain fails with an IndexError); "
+        "set_state() leaves the given state unchanged (Grain's restored iterator rewrites its "
+        "lists)",
     ),
     "LimitIterDataset": _same('Grain\'s elements and {"parent", "count_elements_read"} state'),
     "MapWithIndexTransform": _same("the DataLoader refuses it with a TypeError, as Grain's does"),
