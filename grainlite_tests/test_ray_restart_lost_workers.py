@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import grainlite as grain
-from grainlite.errors import WorkerDiedError
+from grainlite.errors import GrainliteValueError, WorkerDiedError
 from grainlite.ray import RayWorkers
 from grainlite_tests.support import ray_pipelines as rp
 from grainlite_tests.support.ray_state import private_ray_tmpdir
@@ -118,6 +118,12 @@ def test_a_failing_element_is_raised_at_its_place_and_restarts_nothing():
     it.close()
     assert got == [x for x in range(12) if x != 5]
     assert it._lost_worker_restarts == 0 and stream.position() is not None
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
+def test_a_restart_budget_that_is_not_a_count_is_refused(bad):
+    with pytest.raises(GrainliteValueError, match=r"restart_lost_workers=\.\.\.\) must be an int"):
+        RayWorkers(2, restart_lost_workers=bad)
 
 
 # Last: it removes a CPU node.
