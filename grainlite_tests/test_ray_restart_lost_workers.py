@@ -139,3 +139,29 @@ def test_removing_a_node_mid_epoch_goes_on_on_the_remaining_node_exactly_once(cl
     assert [int(e["element"]) for e in got] == list(range(400))
     after = {e["node"] for e in got[40:]}
     assert lost not in after and len(after) == 1
+
+
+# After the test above: a new CPU node joins, and the DataLoader loses a node too.
+def test_a_data_loader_that_loses_a_node_mid_epoch_goes_on_exactly_once_in_order(cluster):
+    cluster.add_node(num_cpus=2, resources={"data_node": 2})
+    cluster.wait_for_nodes()
+
+    def loader(operations, **workers):
+        sampler = grain.IndexSampler(400, grain.NoSharding(), shuffle=True, num_epochs=1, seed=3)
+        return grain.DataLoader(
+            data_source=list(range(400)),
+            sampler=sampler,
+            operations=operations,
+            worker_buffer_size=2,
+            **workers,
+        )
+
+    whole = [int(x) for x in loader([], worker_count=2)]  # the records, in the loader's order
+    it = iter(loader([rp.NodeOf()], backend=backend(1)))
+    got = [next(it) for _ in range(4)]
+    lost = got[0]["node"]
+    cluster.remove_node(next(n for n in cluster.worker_nodes if n.node_id == lost))
+    got += list(it)
+    it.close()
+    assert [int(e["element"]) for e in got] == whole
+    assert lost not in {e["node"] for e in got[40:]}

@@ -192,3 +192,10 @@ def fails_on_five(x: int) -> int:
     if x == 5:
         raise ValueError("five is refused")
     return x
+
+
+class NodeOf(grain.MapTransform):
+    """:func:`node_of` as a DataLoader operation."""
+
+    def map(self, element: Any) -> dict[str, Any]:
+        return node_of(element)
