@@ -65,7 +65,8 @@ def test_limit_does_not_read_the_parent_past_the_count():
 
 
 def test_limit_rejects_a_count_of_zero():
-    with pytest.raises(ValueError, match=r"count must be an int >= 1, got 0; pass how many elements to keep \(>= 1\)"):
+    rule = r"count must be an int >= 1, got 0; pass how many elements to keep \(>= 1\)"
+    with pytest.raises(ValueError, match=rule):
         grain.experimental.LimitIterDataset(_stream(grain, 2), 0)
 
 

@@ -12,6 +12,10 @@ processes, :class:`~grainlite.engine.in_process.InProcessStream` for the DataLoa
 - any other error from the stream (a dead worker, a failed start, Ctrl-C) stops it: the stream is
   released and every later ``next()`` raises :func:`~grainlite.engine.failures.stopped_error`
   naming the cause, until a move to a saved position (:meth:`IteratorShell._move_to`);
+- a lost Ray actor (a WorkerDiedError its group marked ``lost_worker``) is replaced when the
+  backend allows it (``RayWorkers(restart_lost_workers=N)``): the stream is released at its
+  position after the last element returned, and a new one starts there, at most N times between
+  two moves to a position (:meth:`IteratorShell._replaced_lost_worker`);
 - ``close()`` releases the stream; ``next()`` then raises the subclass's closed error, until a
   move to a saved position reopens the iterator.
 
@@ -22,11 +26,15 @@ moment it runs at: :meth:`~IteratorShell._before_start`, :meth:`~IteratorShell._
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar, Protocol, Self
 
 from grainlite.engine.failures import FailedElement, hide_internal_frames, stopped_error
 from grainlite.engine.position import IteratorPosition
+from grainlite.errors import WorkerDiedError
 from grainlite.stats import tracing
+
+LOGGER = logging.getLogger("grainlite")
 
 
 class Stream(Protocol):
@@ -91,6 +99,7 @@ class IteratorShell:
         # Why the workers could not start at iter() (a pipeline that cannot be pickled): kept
         # for the first next(), where Grain raises it.
         self._start_error: Exception | None = None
+        self._lost_worker_restarts = 0  # since the last move to a position
 
     # What a subclass provides -----------------------------------------------------------------
     def _start(self) -> Stream:
@@ -116,6 +125,10 @@ class IteratorShell:
 
     def _ended(self) -> None:
         """Runs first in :meth:`close` (stops counters and profilers)."""
+
+    def _worker_backend(self) -> Any:
+        """The worker backend (a RayWorkers) or None; it says how many lost workers to replace."""
+        return None
 
     # The shell --------------------------------------------------------------------------------
     def __next__(self) -> Any:
@@ -149,12 +162,47 @@ class IteratorShell:
             self._at_end()
             raise
         except BaseException as error:
+            stop = self._replaced_lost_worker(error)
+            if stop is None:  # new workers at the element after the last one returned
+                return self._take()
             # A dead worker, a failed read or start, Ctrl-C: the stream cannot go on. It never
             # ends silently: every later next() says why, until a move to a position.
-            self._stopped_by = error
+            self._stopped_by = stop
             self._after_error()
-            raise
+            if stop is error:
+                raise
+            raise stop from error
         return element
+
+    def _replaced_lost_worker(self, error: BaseException) -> BaseException | None:
+        """None if ``error`` was a lost Ray actor and the stream was released to start anew at
+        its position (the element after the last one returned: elements received but not
+        returned are made again by the new workers); else the error that stops the stream.
+
+        Only a :class:`WorkerDiedError` whose group marked it ``lost_worker`` counts, and only
+        while the backend's ``restart_lost_workers`` is not spent; once spent, the error says so.
+        """
+        lost = getattr(error, "lost_worker", None)
+        allowed = getattr(self._worker_backend(), "restart_lost_workers", 0)
+        if lost is None or not allowed or not isinstance(error, WorkerDiedError):
+            return error
+        if self._lost_worker_restarts >= allowed:
+            return WorkerDiedError(
+                f"{error} The restart budget is spent: this iterator already replaced its lost "
+                f"workers {self._lost_worker_restarts} time(s) of restart_lost_workers={allowed} "
+                f"(counted since it was made or last moved with set_state); raise "
+                f"RayWorkers(restart_lost_workers=...) to allow more."
+            )
+        self._lost_worker_restarts += 1
+        LOGGER.warning(
+            "%s Starting new workers after the last element returned (restart %d of "
+            "restart_lost_workers=%d).",
+            lost,
+            self._lost_worker_restarts,
+            allowed,
+        )
+        self._release()  # the stream's position: after the last element returned
+        return None
 
     def start_prefetch(self) -> None:
         """Starts the workers before the first ``next()``; each subclass says when it may."""
@@ -179,6 +227,7 @@ class IteratorShell:
         self._position = position
         self._stopped_by = None
         self._closed = False
+        self._lost_worker_restarts = 0
         stream = self._stream
         if stream is not None:
             if stream.alive and stream.restart(position):

@@ -228,6 +228,9 @@ class DataLoaderIterator(IteratorShell, Iterator[Any]):
     def _before_start(self) -> None:
         self._counters.start()
 
+    def _worker_backend(self) -> Any:
+        return self._backend
+
     def _after_error(self) -> None:
         self.close()
 

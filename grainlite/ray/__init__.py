@@ -47,6 +47,15 @@ class RayWorkers:
         that does not answer in time (a ``ray start`` whose head is gone, a wrong address) is a
         :class:`~grainlite.errors.ClusterConnectionError` naming it, where it came from and the
         fix, where ``ray.init()`` itself would wait without end.
+      restart_lost_workers: how many times one iterator may replace its actors after one of them
+        is lost (killed, out of memory, its node gone): the iterator logs a warning naming the
+        worker, its node and Ray's reason, starts new actors at the element after the last one
+        it returned, and goes on with nothing lost or repeated. The window is the iterator: the
+        count starts at 0 when it is made and again at each ``set_state()`` or
+        ``set_num_workers()``. Once it is spent, the next loss raises
+        :class:`~grainlite.errors.WorkerDiedError` saying so. ``0`` (the default): the first loss
+        raises it. An element whose transform raised is not a lost worker: it is raised at its
+        place as always. A lost connection to the cluster's head is never restarted.
     """
 
     def __init__(
@@ -56,6 +65,7 @@ class RayWorkers:
         resources: Mapping[str, float] | None = None,
         runtime_env: Mapping[str, Any] | None = None,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        restart_lost_workers: int = 0,
     ) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise GrainliteValueError(
@@ -76,6 +86,15 @@ class RayWorkers:
                 f"RayWorkers(connect_timeout_s=...) must be a number of seconds > 0, got "
                 f"{shown(connect_timeout_s)}."
             )
+        if (
+            isinstance(restart_lost_workers, bool)
+            or not isinstance(restart_lost_workers, int)
+            or restart_lost_workers < 0
+        ):
+            raise GrainliteValueError(
+                f"RayWorkers(restart_lost_workers=...) must be an int >= 0 (how many times an "
+                f"iterator may replace lost actors; 0: never), got {shown(restart_lost_workers)}."
+            )
         needs = {"CPU": 1.0, **dict(resources or {})}
         for name, amount in needs.items():
             number = isinstance(amount, int | float) and not isinstance(amount, bool)
@@ -89,6 +108,7 @@ class RayWorkers:
         self.resources = needs
         self.runtime_env = dict(runtime_env or {})
         self.connect_timeout_s = float(connect_timeout_s)
+        self.restart_lost_workers = restart_lost_workers
 
     def group(self, count: int, tag: str) -> Any:
         """The engine's worker group for ``count`` actors (see WorkerStream's ``backend``)."""
@@ -99,5 +119,5 @@ class RayWorkers:
     def __repr__(self) -> str:
         return (
             f"RayWorkers(num_workers={self.num_workers}, address={self.address!r}, "
-            f"resources={self.resources!r})"
+            f"resources={self.resources!r}, restart_lost_workers={self.restart_lost_workers})"
         )

@@ -213,12 +213,17 @@ class RayGroup:
         reason = " ".join(str(error).split())
         if len(reason) > _REASON_CHARS:
             reason = reason[:_REASON_CHARS] + "..."
-        return WorkerDiedError(
-            f"Ray worker actor {worker} of {self.count} (pid {pid} on node {node}) died: "
-            f"{reason} The iterator stops here; set_state(iterator.get_state()) starts new "
-            f"actors at the last delivered element. If it ran out of memory, lower "
-            f"num_workers, the buffer size or the batch size, or give each actor more memory."
+        lost = (
+            f"Ray worker actor {worker} of {self.count} (pid {pid} on node {node}) died: {reason}"
         )
+        died = WorkerDiedError(
+            f"{lost} The iterator stops here; set_state(iterator.get_state()) starts new "
+            f"actors at the last delivered element (RayWorkers(restart_lost_workers=N) does it "
+            f"by itself). If it ran out of memory, lower num_workers, the buffer size or the "
+            f"batch size, or give each actor more memory."
+        )
+        died.lost_worker = lost  # type: ignore[attr-defined]  # the shell may replace the actors
+        return died
 
     def close(self) -> None:
         """Kills this group's actors (and nothing else). Idempotent."""

@@ -185,3 +185,17 @@ def take_changing_workers(iterator: Any, steps: list[tuple[int, int]]) -> list[A
         iterator.set_num_workers(count)
         out.extend(run_with_states(iterator, None if n < 0 else n))
     return out
+
+
+def fails_on_five(x: int) -> int:
+    """``x``, except that 5 raises (a user error in a transform, not a lost worker)."""
+    if x == 5:
+        raise ValueError("five is refused")
+    return x
+
+
+class NodeOf(grain.MapTransform):
+    """:func:`node_of` as a DataLoader operation."""
+
+    def map(self, element: Any) -> dict[str, Any]:
+        return node_of(element)

@@ -213,6 +213,9 @@ class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
             "set_state(...) to move this one to a saved position and go on from there."
         )
 
+    def _worker_backend(self) -> Any:
+        return self._dataset._backend
+
     def _before_start(self) -> None:
         if all(self._position.exhausted):
             raise StopIteration
