@@ -110,9 +110,12 @@ def check_profile(profile: Any, read_name: str, batch_spans_per_element: int) ->
     made = TAKEN // 2  # elements each worker made in the trace
     for worker, events in tracks.items():
         counts = Counter(event.name for event in events)
-        assert counts["Sleep"] == made * BATCH, (worker, counts)
-        assert counts["Batch"] == made * batch_spans_per_element, (worker, counts)
-        assert counts["transport"] == made, (worker, counts)
+        # A worker may be part-way through an element when the trace starts or stops (a loaded
+        # machine outlasts SETTLE_S): the spans of at most one element at each edge are cut.
+        assert abs(counts["Sleep"] - made * BATCH) <= BATCH, (worker, counts)
+        assert abs(counts["Batch"] - made * batch_spans_per_element) <= batch_spans_per_element
+        assert abs(counts["transport"] - made) <= 1, (worker, counts)
+        assert counts["transport"] >= made - 1 >= 1, (worker, counts)
         assert counts[read_name] >= 1, (worker, counts)  # reads come in blocks of records
         sleeps = [event.duration_ns for event in events if event.name == "Sleep"]
         assert min(sleeps) >= 20e6
