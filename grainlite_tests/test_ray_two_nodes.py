@@ -36,6 +36,9 @@ def two_nodes():
         try:
             cpu_node = cluster.add_node(num_cpus=2, resources={"data_node": 2})
             cluster.wait_for_nodes()
+            # Connected here, as a training script would be, so no test's loader owns the
+            # connection (the tests that passed address= find it connected).
+            ray.init(address=cluster.address)
             yield cluster, cpu_node
         finally:
             ray.shutdown()
@@ -52,8 +55,7 @@ def records(tmp_path_factory):
 def test_workers_that_ask_for_the_cpu_nodes_resource_run_only_there(two_nodes):
     cluster, cpu_node = two_nodes
     ds = grain.MapDataset.range(6).map(rp.node_of).to_iter_dataset()
-    # The loader connects this process to the cluster (its address answers within the bound);
-    # later tests find it connected.
+    # The address of the cluster this process is connected to: the loader checks it answers.
     backend = RayWorkers(2, resources=ON_THE_CPU_NODE, address=cluster.address)
     seen = list(ds.mp_prefetch(OPTIONS, backend=backend))
     assert [int(e["element"]) for e in seen] == list(range(6))
