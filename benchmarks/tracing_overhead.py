@@ -17,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,12 +41,20 @@ def child(api: str, data: Path, records: int, import_jax: bool) -> float:
 
 
 def run(tree: Path, api: str, data: Path, records: int, import_jax: bool) -> float:
-    command = [
-        sys.executable, "-m", "benchmarks.tracing_overhead", "--child", api, "--data", str(data),
-        "--records", str(records), *(["--import-jax"] if import_jax else []),
-    ]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{ROOT}")
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=tree)
+    """One child run: ``grainlite`` from ``tree``, the benchmark code from this repository (so
+    both trees run the same pipelines, and a baseline without this module works)."""
+    with tempfile.TemporaryDirectory(prefix="tracing-overhead-") as folder:
+        (Path(folder) / "grainlite").symlink_to(tree / "grainlite")
+        command = [
+            sys.executable, "-m", "benchmarks.tracing_overhead", "--child", api, "--data",
+            str(data), "--records", str(records), *(["--import-jax"] if import_jax else []),
+        ]  # fmt: skip
+        env = dict(os.environ, PYTHONPATH=f"{folder}{os.pathsep}{ROOT}")
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, check=False, cwd=folder
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"the run of {tree} failed:\n{done.stderr[-2000:]}")
     return float(done.stdout.split()[-1])
 
 

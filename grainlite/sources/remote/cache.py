@@ -200,6 +200,11 @@ class ShardCache:
             assert part is not None
             return self._download(blob, *part)
 
+    def try_acquire(self, blob: Blob) -> Pin | None:
+        """The block of ``blob``, whole and checked, held for reading, if the cache has it now;
+        None if not (never downloads, never waits)."""
+        return self._pin_complete(blob)
+
     def fetch_ahead(self, blob: Blob) -> None:
         """Downloads ``blob`` in the background if it is missing and fits in free room (never
         evicting for it); returns at once. Errors are left for the read that needs it."""
@@ -210,21 +215,23 @@ class ShardCache:
             state.queued[blob.key] = state.ahead.submit(self._fetch_quietly, blob)
 
     def _fetch_quietly(self, blob: Blob) -> None:
-        with contextlib.suppress(Exception):
-            if self._find(blob) is not None:
-                return
-            lock = self._try_block_lock(blob)
-            if lock is None:
-                return  # another process downloads it
-            try:
-                if self._find(blob) is None:
-                    part = self._reserve(blob, None, evict=False)
-                    if part is not None:
-                        self._download(blob, *part).release()
-            finally:
-                os.close(lock)
-        with _state().lock:
-            _state().queued.pop(blob.key, None)
+        try:
+            with contextlib.suppress(Exception):
+                if self._find(blob) is not None:
+                    return
+                lock = self._try_block_lock(blob)
+                if lock is None:
+                    return  # another process downloads it
+                try:
+                    if self._find(blob) is None:
+                        part = self._reserve(blob, None, evict=False)
+                        if part is not None:
+                            self._download(blob, *part).release()
+                finally:
+                    os.close(lock)
+        finally:  # a later call asks again (the other process may have died mid-download)
+            with _state().lock:
+                _state().queued.pop(blob.key, None)
 
     def under_pressure(self) -> bool:
         """Whether a process of this host waits for room (readers should let idle blocks go)."""

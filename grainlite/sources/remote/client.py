@@ -23,7 +23,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -39,6 +39,10 @@ from grainlite.errors import (
 from grainlite.sources.remote.config import Location, StoreSpec, parse_url, split_options
 
 T = TypeVar("T")
+
+COALESCE_BYTES = 64 << 10
+"""Ranges of one :func:`read_ranges` call closer than this are fetched by one GET: the bytes
+between them cost less than another request."""
 
 _lock = threading.Lock()
 _stores: dict[tuple[int, str, str, str], Any] = {}
@@ -207,6 +211,30 @@ def read_range(
         if data.nbytes != end - start:
             raise OSError(f"short read: {data.nbytes} of {end - start} bytes")
         return data
+
+    return call("GET", url, spec, get)
+
+
+def read_ranges(
+    url: str, ranges: Sequence[tuple[int, int]], storage_options: dict[str, Any] | None = None
+) -> list[memoryview]:
+    """Bytes ``[start, end)`` of the object at ``url`` for each of ``ranges``, fetched
+    concurrently (ranges closer than :data:`COALESCE_BYTES` share a GET), retried as a whole;
+    exactly the bytes asked for, or a :class:`~grainlite.errors.RemoteReadError`."""
+    if not ranges:
+        return []
+    obstore = require("obstore", "remote", f"Reading {url}")
+    store, key, spec = store_of(url, storage_options)
+    starts = [start for start, _ in ranges]
+    ends = [end for _, end in ranges]
+
+    def get() -> list[memoryview]:
+        parts = obstore.get_ranges(store, key, starts=starts, ends=ends, coalesce=COALESCE_BYTES)
+        views = [memoryview(part) for part in parts]
+        for view, start, end in zip(views, starts, ends):
+            if view.nbytes != end - start:
+                raise OSError(f"short read: {view.nbytes} of {end - start} bytes")
+        return views
 
     return call("GET", url, spec, get)
 

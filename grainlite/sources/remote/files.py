@@ -17,7 +17,7 @@ from typing import Any
 
 from grainlite.errors import RemoteObjectNotFoundError
 from grainlite.sources.remote.cache import Blob
-from grainlite.sources.remote.client import list_glob, object_info, read_range
+from grainlite.sources.remote.client import list_glob, object_info, read_ranges
 
 _HEAD_BYTES = 64 << 10  # the file's signature block
 _FIRST_TAIL = 256 << 10  # the index of 20k records fits in this (measured); doubled as needed
@@ -44,10 +44,11 @@ def blob_of(url: str, storage_options: dict[str, Any] | None) -> Blob:
 
 def count_records(
     blob: Blob, options: str, open_reader: Callable[[str, str], Any], storage_options: Any
-) -> Any:
+) -> tuple[Any, int]:
     """An array_record reader opened on a sparse copy of ``blob``'s head and tail, for its record
-    count and writer options only (reading a record from it is an error). ``open_reader(path,
-    options)`` opens it and raises grainlite's error if the file is not an ArrayRecord file.
+    count and writer options only (reading a record from it is an error), and the tail's length
+    in bytes (the index is within it). ``open_reader(path, options)`` opens it and raises
+    grainlite's error if the file is not an ArrayRecord file.
 
     The sparse copy is removed at once (the open reader keeps it while open)."""
     tail = _FIRST_TAIL
@@ -57,14 +58,18 @@ def count_records(
             fd = f.fileno()
             os.ftruncate(fd, blob.size)
             head = min(_HEAD_BYTES, blob.size)
-            if head:
-                os.pwrite(fd, read_range(blob.url, 0, head, storage_options), 0)
+            ranges = [(0, head)] if head else []
             if tail > head:
-                start = blob.size - tail
-                os.pwrite(fd, read_range(blob.url, start, blob.size, storage_options), start)
+                ranges.append((blob.size - tail, blob.size))
+            for (start, _), data in zip(ranges, read_ranges(blob.url, ranges, storage_options)):
+                os.pwrite(fd, data, start)
             try:
-                return open_reader(f.name, options)
+                reader = open_reader(f.name, options)
             except Exception:
                 if tail >= blob.size:
                     raise
+            else:
+                if reader.num_records() or tail >= blob.size:
+                    return reader, tail
+                reader.close()  # no records, the file longer than the tail: a longer tail
         tail *= 4
