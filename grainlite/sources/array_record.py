@@ -746,11 +746,10 @@ def _inspect(
     path, start, end = entry
     blob = None
     if is_remote(path):
-        from grainlite.sources.remote.files import blob_of, count_records
+        from grainlite.sources.remote.files import inspect_file
 
-        blob = blob_of(path, storage_options)
-        reader, tail = count_records(
-            blob, options, lambda local, opts: _open(local, opts, name=path), storage_options
+        blob, reader, tail = inspect_file(
+            path, options, lambda local, opts: _open(local, opts, name=path), storage_options
         )
         keep = False  # a reader of the index alone: the data is read from the cache
     else:

@@ -17,7 +17,7 @@ from typing import Any
 
 from grainlite.errors import RemoteObjectNotFoundError
 from grainlite.sources.remote.cache import Blob
-from grainlite.sources.remote.client import list_glob, object_info, read_ranges
+from grainlite.sources.remote.client import list_glob, object_info, read_edges, read_ranges
 
 _HEAD_BYTES = 64 << 10  # the file's signature block
 _FIRST_TAIL = 256 << 10  # the index of 20k records fits in this (measured); doubled as needed
@@ -42,13 +42,30 @@ def blob_of(url: str, storage_options: dict[str, Any] | None) -> Blob:
     return Blob(url, info.size, info.etag)
 
 
+def inspect_file(
+    url: str, options: str, open_reader: Callable[[str, str], Any], storage_options: Any
+) -> tuple[Blob, Any, int]:
+    """``url``'s cache entry, an array_record reader of its index (see :func:`count_records`)
+    and the length of the tail that holds the index. The first round trip fetches the head and
+    the tail at once, and their answers give the size and ETag (no HEAD request)."""
+    info, head, tail = read_edges(url, _HEAD_BYTES, _FIRST_TAIL, storage_options)
+    blob = Blob(url, info.size, info.etag)
+    reader, length = count_records(blob, options, open_reader, storage_options, (head, tail))
+    return blob, reader, length
+
+
 def count_records(
-    blob: Blob, options: str, open_reader: Callable[[str, str], Any], storage_options: Any
+    blob: Blob,
+    options: str,
+    open_reader: Callable[[str, str], Any],
+    storage_options: Any,
+    edges: tuple[memoryview, memoryview] | None = None,
 ) -> tuple[Any, int]:
     """An array_record reader opened on a sparse copy of ``blob``'s head and tail, for its record
     count and writer options only (reading a record from it is an error), and the tail's length
     in bytes (the index is within it). ``open_reader(path, options)`` opens it and raises
-    grainlite's error if the file is not an ArrayRecord file.
+    grainlite's error if the file is not an ArrayRecord file. ``edges``: the head and the first
+    tail, already fetched.
 
     The sparse copy is removed at once (the open reader keeps it while open)."""
     tail = _FIRST_TAIL
@@ -61,7 +78,11 @@ def count_records(
             ranges = [(0, head)] if head else []
             if tail > head:
                 ranges.append((blob.size - tail, blob.size))
-            for (start, _), data in zip(ranges, read_ranges(blob.url, ranges, storage_options)):
+            if edges is not None:  # the first round: fetched with the object's size
+                parts, edges = [edges[0][:head], edges[1]], None
+            else:
+                parts = read_ranges(blob.url, ranges, storage_options)
+            for (start, _), data in zip(ranges, parts):
                 os.pwrite(fd, data, start)
             try:
                 reader = open_reader(f.name, options)
