@@ -88,7 +88,8 @@ class _ProcessReaders:
         self.partial: list[Any] = [None] * count  # PartialCopy of a file not cached yet
         self.gave_up = [False] * count  # its PartialCopy could not serve a read: wait for blocks
         self.next_look = [0.0] * count  # when to look again whether the file's block is cached
-        self.pool: Any = None  # threads reading several files ahead of the cache at once
+        self.pool: Any = None  # threads reading several remote files at once
+        self.ahead_pool: Any = None  # threads fetching the chunks of upcoming keys
         self.ahead_keys: np.ndarray | None = None  # upcoming keys to fetch the chunks of
         self.hinted = False
         self.watching = False
@@ -366,7 +367,7 @@ class ArrayRecordDataSource:
             return
         file_of = np.searchsorted(self._ends_array, keys, side="right")
         positions = keys + self._shift[file_of]
-        pool = self._pool(state)
+        pool = self._pool(state, ahead=True)
         # In reading order, a few keys per request: the next read waits on its keys' chunks only.
         for begin in range(0, keys.size, _AHEAD_GROUP):
             group = slice(begin, begin + _AHEAD_GROUP)
@@ -388,11 +389,16 @@ class ArrayRecordDataSource:
                 copy.read(positions)
 
     @staticmethod
-    def _pool(state: _ProcessReaders) -> Any:
-        """The threads this process reads remote files with, ahead of the cache."""
+    def _pool(state: _ProcessReaders, ahead: bool = False) -> Any:
+        """The threads this process reads several remote files with at once; ``ahead``: those
+        that fetch the chunks of upcoming keys (apart, so reads never queue behind them)."""
         from grainlite.sources.remote.idle_pool import IdlePool
 
         with state.lock:
+            if ahead:
+                if state.ahead_pool is None:
+                    state.ahead_pool = IdlePool(8, "grainlite-read-ahead")
+                return state.ahead_pool
             if state.pool is None:
                 state.pool = IdlePool(16, "grainlite-read")
             return state.pool
