@@ -187,8 +187,9 @@ def _live_children() -> list[int]:
 def many_loaders(count: int, rounds: int) -> None:
     """``rounds`` times: ``count`` loaders with 2 workers each alive at once, read, then closed.
 
-    Reports, for every round, the workers alive while the loaders were open, those still alive
-    after close (waited for up to 5 s), the open file descriptors and this process's segments
+    Reports, for every round, the loaders' workers while they were open, those of them not among
+    this process's live descendants then, the descendants still alive after close (waited for up
+    to 5 s), the open file descriptors and this process's segments
     after close.
     """
     from grainlite import shm
@@ -204,7 +205,8 @@ def many_loaders(count: int, rounds: int) -> None:
         ]
         iterators = [iter(loader) for loader in loaders]
         firsts = [next(iterator) for iterator in iterators]
-        workers = _live_children()
+        workers = sorted(pid for iterator in iterators for pid in iterator._stream.pids())
+        missing = sorted(set(workers) - set(_live_children()))  # a worker not seen as a child
         for iterator in iterators:
             iterator.close()
         deadline = time.monotonic() + 5
@@ -215,6 +217,7 @@ def many_loaders(count: int, rounds: int) -> None:
             {
                 "firsts": firsts,
                 "workers": workers,
+                "missing": missing,
                 "left": _live_children(),
                 "fds": len(os.listdir("/proc/self/fd")),
                 "segments": mine,

@@ -131,6 +131,7 @@ def many_loaders_in_several_processes(tmp: Path) -> str:
         for number, done in enumerate(rounds):
             assert done["firsts"] == [0] * LOADERS, done
             assert len(done["workers"]) == 2 * LOADERS, f"round {number}: {done['workers']}"
+            assert not done["missing"], f"round {number}: not seen as descendants: {done}"
             assert not done["left"], f"round {number}: workers outlived close(): {done['left']}"
             assert not done["segments"], f"round {number}: segments left: {done['segments']}"
             workers += done["workers"]
