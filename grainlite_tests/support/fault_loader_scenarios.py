@@ -30,6 +30,7 @@ from grainlite_tests.support.fault_registry import (
     start_job,
     timed,
 )
+from grainlite_tests.support.processes import loader_processes
 
 # --- Corrupted data -------------------------------------------------------------------------
 
@@ -362,7 +363,9 @@ def twenty_loaders(tmp: Path) -> str:
         for iterator in iterators:
             next(iterator)
         workers = {pid for iterator in iterators for pid in iterator._stream.pids()}
-        assert len(workers) == 40 and workers <= live_children() - children_before
+        started = live_children() - children_before  # the workers and their fork servers
+        assert len(workers) == 40 and workers <= started
+        assert len(started) == 20 * loader_processes(2), f"{len(started)} processes: {started}"
         for iterator in iterators:
             iterator.close()
     deadline = time.monotonic() + 5
