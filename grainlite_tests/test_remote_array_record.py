@@ -457,3 +457,12 @@ def test_the_download_threads_are_daemons_that_end_when_idle(many, tmp_path, mon
     while _fetch_threads() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _fetch_threads()
+
+
+def test_a_file_whose_index_passes_the_first_tail_counts_every_record(data, tmp_path, monkeypatch):
+    from grainlite.sources.remote import files
+
+    monkeypatch.setattr(files, "_FIRST_TAIL", 1024)  # far shorter than the files' index
+    source = _remote(data, tmp_path / "cache")
+    assert len(source) == FILES * RECORDS
+    assert source[RECORDS + 3] == _record(1, 3)

@@ -45,9 +45,6 @@ _RUNS_PER_LIST_READ = 256
 _INT32_MAX = 2**31 - 1  # The range read takes int32 bounds.
 _SLICED = re.compile(r"(.*)\[(\d+):(\d+)\]")
 _PRESSURE_CHECK_S = 0.2  # how often a remote source looks whether another process waits for room
-_LOOK_FOR_BLOCK_S = 0.05  # how often reads ahead of the cache look whether the block is cached
-_AHEAD_KEYS = 512  # upcoming keys whose chunks a reading process fetches before the blocks come
-_AHEAD_GROUP = 64  # of them, the keys fetched by one task (per file: one request of many ranges)
 
 
 def _module() -> Any:
@@ -59,16 +56,13 @@ def _module() -> Any:
 @dataclass(frozen=True)
 class _File:
     """The records ``[start, end)`` of one file that holds ``records`` records; ``blob``: the
-    object of a remote file (read from the cache, or ahead of it by a
-    :class:`~grainlite.sources.remote.partial.PartialCopy`), None for a local one."""
+    object of a remote file (read from the cache), None for a local one."""
 
     path: str
     start: int
     end: int
     records: int
     blob: Any = None
-    tail: int = 0  # a remote file's last bytes that hold its index
-    span: int = 0  # bytes to fetch at a chunk read ahead of the cache (0: wait for the block)
 
 
 class _ProcessReaders:
@@ -85,29 +79,8 @@ class _ProcessReaders:
         self.pins: list[Any] = [None] * count
         self.opening = [threading.Lock() for _ in range(count)]
         self.busy = [0] * count
-        self.partial: list[Any] = [None] * count  # PartialCopy of a file not cached yet
-        self.gave_up = [False] * count  # its PartialCopy could not serve a read: wait for blocks
-        self.next_look = [0.0] * count  # when to look again whether the file's block is cached
-        self.pool: Any = None  # threads reading several remote files at once
-        self.ahead_pool: Any = None  # threads fetching the chunks of upcoming keys
-        self.ahead_keys: np.ndarray | None = None  # upcoming keys to fetch the chunks of
         self.hinted = False
         self.watching = False
-
-    def retire_partial(self, index: int) -> None:
-        """Frees file ``index``'s PartialCopy once its block's reader is open and no read uses
-        the copy (called with ``lock`` held)."""
-        copy = self.partial[index]
-        if copy is not None and self.busy[index] == 0 and self.readers[index] is not None:
-            self.partial[index] = None
-            copy.close()
-
-    def close_partials(self) -> None:
-        """Frees every PartialCopy (the source is closed)."""
-        for index, copy in enumerate(self.partial):
-            if copy is not None:
-                self.partial[index] = None
-                copy.close()
 
     def let_idle_go(self) -> None:
         """Closes the readers of remote files that no read uses now, letting their cached blocks
@@ -167,9 +140,7 @@ class ArrayRecordDataSource:
 
     Remote paths (``s3://bucket/train-*.array_record``: files, lists, globs) give the same keys,
     records and checkpoints as local copies of the files: each file is fetched whole, ahead of
-    the reads that need it, into the cache, and read there by array_record's own reader; reads
-    that come before a file is cached fetch only their records' chunks
-    (:mod:`grainlite.sources.remote.partial`).
+    the reads that need it, into the cache, and read there by array_record's own reader.
 
     Raises:
       FileNotFoundError: a path names no file (RemoteObjectNotFoundError for a URL).
@@ -191,9 +162,6 @@ class ArrayRecordDataSource:
         options = dict(_DEFAULT_OPTIONS)
         options.update(_check_reader_options(reader_options))
         self._options = ",".join(f"{key}:{value}" for key, value in options.items())
-        # Reads ahead of the cache touch exactly their chunks: no read-ahead buffer.
-        ahead = {**options, "readahead_buffer_size": "0"}
-        self._ahead_options = ",".join(f"{key}:{value}" for key, value in ahead.items())
         entries = _as_entries(paths, storage_options)
         self._cache = None
         if any(is_remote(entry[0]) for entry in entries):
@@ -265,15 +233,18 @@ class ArrayRecordDataSource:
                         state.readers[index] = reader
         return reader
 
-    def _open_reader(self, state: _ProcessReaders, index: int, pin: Any = None) -> Any:
-        """A reader of remote file ``index`` on its cached block (``pin``, or fetched first if
-        needed), held while the reader is open."""
+    def _open_reader(self, state: _ProcessReaders, index: int) -> Any:
+        """A reader of remote file ``index`` on its cached block (fetched first if needed), held
+        while the reader is open."""
         file = self._files[index]
         assert self._cache is not None and file.blob is not None
-        self._hint_every_file(state)
+        if not state.hinted:  # no read-ahead hint came first: fetch every file, in key order
+            state.hinted = True
+            for other in self._files:
+                if other.blob is not None:
+                    self._cache.fetch_ahead(other.blob)
         state.watch(self._cache)
-        if pin is None:
-            pin = self._cache.acquire(file.blob, on_wait=state.let_idle_go)
+        pin = self._cache.acquire(file.blob, on_wait=state.let_idle_go)
         try:
             reader = _open(str(pin.path), self._options, name=file.path)
         except BaseException:
@@ -282,126 +253,6 @@ class ArrayRecordDataSource:
         with state.lock:
             state.pins[index] = pin
         return reader
-
-    def _hint_every_file(self, state: _ProcessReaders) -> None:
-        """Without a read-ahead hint first, fetches every remote file into the cache, in key
-        order."""
-        if state.hinted:
-            return
-        state.hinted = True
-        assert self._cache is not None
-        for other in self._files:
-            if other.blob is not None:
-                self._cache.fetch_ahead(other.blob)
-
-    def _read_ahead_of_cache(
-        self, state: _ProcessReaders, index: int, positions: np.ndarray
-    ) -> list[bytes] | None:
-        """The records at ``positions`` of remote file ``index`` while its block is not cached
-        yet, fetched by a :class:`~grainlite.sources.remote.partial.PartialCopy` (their chunks
-        only); None: read them from the block (it is cached now, or the copy cannot serve them,
-        and the reads wait for the block as before)."""
-        from grainlite.sources.remote import partial
-
-        file = self._files[index]
-        assert self._cache is not None and file.blob is not None
-        if not file.span or not partial.AVAILABLE or state.gave_up[index]:
-            return None
-        now = time.monotonic()
-        if now >= state.next_look[index]:  # the cache may have the block by now
-            state.next_look[index] = now + _LOOK_FOR_BLOCK_S
-            with state.opening[index]:
-                if state.readers[index] is not None:
-                    return None
-                pin = self._cache.try_acquire(file.blob)
-                if pin is not None:
-                    reader = self._open_reader(state, index, pin)
-                    with state.lock:
-                        state.readers[index] = reader
-                    return None
-                self._cache.fetch_ahead(file.blob)  # again, if a download here or elsewhere ended
-        self._read_ahead_keys(state)
-        copy = self._partial_copy(state, index)
-        if copy is None:
-            return None
-        try:
-            records = copy.read(positions.tolist())
-        except Exception:  # the block's reads say what fails, once and as before
-            records = None
-        if records is None:
-            state.gave_up[index] = True
-        return records
-
-    def _partial_copy(self, state: _ProcessReaders, index: int) -> Any:
-        """File ``index``'s PartialCopy (made on first use), or None where its block's reader is
-        open or a copy cannot serve it. Call it with the file counted busy (``_using``)."""
-        from grainlite.sources.remote.partial import PartialCopy
-
-        file = self._files[index]
-        assert self._cache is not None and file.blob is not None
-        with state.opening[index]:
-            if state.readers[index] is not None or state.gave_up[index]:
-                return None
-            copy = state.partial[index]
-            if copy is None:
-                self._hint_every_file(state)
-                self._cache.fetch_ahead(file.blob)
-                try:
-                    copy = state.partial[index] = PartialCopy(
-                        file.blob, file.tail, file.span, self._ahead_options,
-                        self._cache.storage_options, _open,
-                    )  # fmt: skip
-                except Exception:  # the block's reads say what fails, once and as before
-                    state.gave_up[index] = True
-                    return None
-            return copy
-
-    def _read_ahead_keys(self, state: _ProcessReaders) -> None:
-        """Fetches, in the background, the chunks of the upcoming keys the last
-        :meth:`prefetch_keys` told (the first :data:`_AHEAD_KEYS`), for files not cached yet:
-        the next reads then find them. Only a process that reads does it (the training process
-        of a DataLoader with workers only hints)."""
-        with state.lock:
-            keys, state.ahead_keys = state.ahead_keys, None
-        if keys is None:
-            return
-        file_of = np.searchsorted(self._ends_array, keys, side="right")
-        positions = keys + self._shift[file_of]
-        pool = self._pool(state, ahead=True)
-        # In reading order, a few keys per request: the next read waits on its keys' chunks only.
-        for begin in range(0, keys.size, _AHEAD_GROUP):
-            group = slice(begin, begin + _AHEAD_GROUP)
-            for index in np.unique(file_of[group]).tolist():
-                file = self._files[index]
-                if file.blob is None or not file.span or state.readers[index] is not None:
-                    continue
-                at = positions[group][file_of[group] == index]
-                pool.submit(self._fetch_chunks_quietly, state, index, at.tolist())
-
-    def _fetch_chunks_quietly(
-        self, state: _ProcessReaders, index: int, positions: list[int]
-    ) -> None:
-        """Reads ``positions`` of file ``index`` through its PartialCopy and drops the records
-        (their chunks stay in the copy); advisory: errors are left to the reads."""
-        with contextlib.suppress(Exception), self._using(index):
-            copy = self._partial_copy(state, index)
-            if copy is not None:
-                copy.read(positions)
-
-    @staticmethod
-    def _pool(state: _ProcessReaders, ahead: bool = False) -> Any:
-        """The threads this process reads several remote files with at once; ``ahead``: those
-        that fetch the chunks of upcoming keys (apart, so reads never queue behind them)."""
-        from grainlite.sources.remote.idle_pool import IdlePool
-
-        with state.lock:
-            if ahead:
-                if state.ahead_pool is None:
-                    state.ahead_pool = IdlePool(8, "grainlite-read-ahead")
-                return state.ahead_pool
-            if state.pool is None:
-                state.pool = IdlePool(16, "grainlite-read")
-            return state.pool
 
     @contextlib.contextmanager
     def _using(self, index: int) -> Iterator[None]:
@@ -419,8 +270,6 @@ class ArrayRecordDataSource:
         finally:
             with state.lock:
                 state.busy[index] -= 1
-                if state.partial[index] is not None:
-                    state.retire_partial(index)
 
     def prefetch_keys(self, keys: Sequence[int] | np.ndarray) -> None:
         """Tells the source the keys it will read next, in order: the remote files they need
@@ -439,15 +288,10 @@ class ArrayRecordDataSource:
         array = array[(array >= 0) & (array < self._len)]
         file_of = np.searchsorted(self._ends_array, array, side="right")
         _, first = np.unique(file_of, return_index=True)
-        waiting = False
         for index in file_of[np.sort(first)].tolist():
             blob = self._files[index].blob
             if blob is not None and state.readers[index] is None:
                 self._cache.fetch_ahead(blob)
-                waiting = waiting or (self._files[index].span > 0 and not state.gave_up[index])
-        if waiting:  # the next read here fetches these keys' chunks ahead of the cache
-            with state.lock:
-                state.ahead_keys = array[:_AHEAD_KEYS]
 
     def __getitem__(self, key: SupportsIndex) -> bytes:
         """The record under ``key`` in ``[0, len)``."""
@@ -457,7 +301,8 @@ class ArrayRecordDataSource:
         index = bisect.bisect_right(self._ends, k) if len(self._files) > 1 else 0
         position = k - (self._ends[index - 1] if index else 0) + self._files[index].start
         if self._cache is not None:
-            return self._read_file(index, np.asarray([position], dtype=np.int64))[0]
+            with self._using(index):
+                return self._read_one(index, position)
         return self._read_one(index, position)
 
     def _read_one(self, index: int, position: int) -> bytes:
@@ -486,39 +331,15 @@ class ArrayRecordDataSource:
         if file_of[0] == file_of[-1] and (file_of == file_of[0]).all():
             return self._read_file(int(file_of[0]), positions)
         records: list[bytes] = [b""] * array.size
-        files = np.unique(file_of).tolist()
-        slots = [np.flatnonzero(file_of == index) for index in files]
-        if self._cache is not None and len(files) > 1:
-            state = self._state
-            if any(state.readers[index] is None for index in files):  # reads may wait on GETs
-                return self._read_files_at_once(files, slots, positions, records)
-        for index, at in zip(files, slots):
+        for index in np.unique(file_of).tolist():
+            at = np.flatnonzero(file_of == index)
             for slot, record in zip(at.tolist(), self._read_file(index, positions[at])):
-                records[slot] = record
-        return records
-
-    def _read_files_at_once(
-        self, files: list[int], slots: list[np.ndarray], positions: np.ndarray, records: list[bytes]
-    ) -> list[bytes]:
-        """Reads several remote files' records in threads of this process at once (the GETs of
-        reads ahead of the cache, or the waits for blocks, overlap); ``records`` filled."""
-        pool = self._pool(self._state)
-        futures = [
-            pool.submit(self._read_file, index, positions[at]) for index, at in zip(files, slots)
-        ]
-        for at, future in zip(slots, futures):
-            for slot, record in zip(at.tolist(), future.result()):
                 records[slot] = record
         return records
 
     def _read_file(self, index: int, positions: np.ndarray) -> list[bytes]:
         if self._cache is not None:
             with self._using(index):
-                state = self._state
-                if state.readers[index] is None:  # not cached yet: perhaps read ahead of it
-                    records = self._read_ahead_of_cache(state, index, positions)
-                    if records is not None:
-                        return records
                 return self._read_positions(index, positions)
         return self._read_positions(index, positions)
 
@@ -569,7 +390,6 @@ class ArrayRecordDataSource:
         """Closes the readers this process opened; a later read opens them again."""
         state, self._state = self._state, _ProcessReaders(len(self._files))
         if state.pid == os.getpid():
-            state.close_partials()
             for reader in state.readers:
                 if reader is not None:
                     reader.close()
@@ -754,7 +574,7 @@ def _inspect(
     if is_remote(path):
         from grainlite.sources.remote.files import inspect_file
 
-        blob, reader, tail = inspect_file(
+        blob, reader = inspect_file(
             path, options, lambda local, opts: _open(local, opts, name=path), storage_options
         )
         keep = False  # a reader of the index alone: the data is read from the cache
@@ -776,12 +596,7 @@ def _inspect(
             f"ArrayRecordDataSource slice [{start}:{end}] of {path!r} runs past its {count} "
             f"records; pass bounds with 0 <= start <= end <= {count}."
         )
-    if blob is None:
-        return _File(path, start, end, count), written_with, reader
-    from grainlite.sources.remote.partial import first_span
-
-    span = first_span(blob.size, count, written_with, tail)
-    return _File(path, start, end, count, blob, tail, span), written_with, reader
+    return _File(path, start, end, count, blob), written_with, reader
 
 
 def _resolve(

@@ -200,11 +200,6 @@ class ShardCache:
             assert part is not None
             return self._download(blob, *part)
 
-    def try_acquire(self, blob: Blob) -> Pin | None:
-        """The block of ``blob``, whole and checked, held for reading, if the cache has it now;
-        None if not (never downloads, never waits)."""
-        return self._pin_complete(blob)
-
     def fetch_ahead(self, blob: Blob) -> None:
         """Downloads ``blob`` in the background if it is missing and fits in free room (never
         evicting for it); returns at once. Errors are left for the read that needs it."""

@@ -4,8 +4,8 @@ file's size, ETag and record count, without downloading the files.
 array_record's reader reads a file's index from its end (google/array_record#120: it needs a local
 file). :func:`count_records` fetches the file's first block and its tail into a *sparse* local
 file of the object's size (the holes take no disk), opens the reader on it to ask the record
-count and writer options, and doubles the tail until the index fits. The data itself is fetched
-later, whole, into the cache (:mod:`grainlite.sources.remote.cache`).
+count and writer options, and makes the tail four times longer until the index fits. The data
+itself is fetched later, whole, into the cache (:mod:`grainlite.sources.remote.cache`).
 """
 
 from __future__ import annotations
@@ -44,14 +44,13 @@ def blob_of(url: str, storage_options: dict[str, Any] | None) -> Blob:
 
 def inspect_file(
     url: str, options: str, open_reader: Callable[[str, str], Any], storage_options: Any
-) -> tuple[Blob, Any, int]:
-    """``url``'s cache entry, an array_record reader of its index (see :func:`count_records`)
-    and the length of the tail that holds the index. The first round trip fetches the head and
-    the tail at once, and their answers give the size and ETag (no HEAD request)."""
+) -> tuple[Blob, Any]:
+    """``url``'s cache entry and an array_record reader of its index (see
+    :func:`count_records`). The first round trip fetches the head and the tail at once, and
+    their answers give the size and ETag (no HEAD request)."""
     info, head, tail = read_edges(url, _HEAD_BYTES, _FIRST_TAIL, storage_options)
     blob = Blob(url, info.size, info.etag)
-    reader, length = count_records(blob, options, open_reader, storage_options, (head, tail))
-    return blob, reader, length
+    return blob, count_records(blob, options, open_reader, storage_options, (head, tail))
 
 
 def count_records(
@@ -60,12 +59,11 @@ def count_records(
     open_reader: Callable[[str, str], Any],
     storage_options: Any,
     edges: tuple[memoryview, memoryview] | None = None,
-) -> tuple[Any, int]:
+) -> Any:
     """An array_record reader opened on a sparse copy of ``blob``'s head and tail, for its record
-    count and writer options only (reading a record from it is an error), and the tail's length
-    in bytes (the index is within it). ``open_reader(path, options)`` opens it and raises
-    grainlite's error if the file is not an ArrayRecord file. ``edges``: the head and the first
-    tail, already fetched.
+    count and writer options only (reading a record from it is an error). ``open_reader(path,
+    options)`` opens it and raises grainlite's error if the file is not an ArrayRecord file.
+    ``edges``: the head and the first tail, already fetched.
 
     The sparse copy is removed at once (the open reader keeps it while open)."""
     tail = _FIRST_TAIL
@@ -91,6 +89,6 @@ def count_records(
                     raise
             else:
                 if reader.num_records() or tail >= blob.size:
-                    return reader, tail
+                    return reader
                 reader.close()  # no records, the file longer than the tail: a longer tail
         tail *= 4
