@@ -21,11 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from grainlite_tests.support.fault_dataset_scenarios import (
-    STARTING_JOB,
-    processes_left_with,
-    processes_with,
-)
+from grainlite_tests.support.fault_dataset_scenarios import STARTING_JOB, processes_with
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +44,11 @@ def test_no_worker_outlives_a_parent_killed_while_its_workers_start():
             time.sleep(delay)
             job.send_signal(signal.SIGKILL)
             job.wait()
-            left = processes_left_with(mark)
+            deadline = time.monotonic() + 5.0
+            left = processes_with(mark)
+            while left and time.monotonic() < deadline:
+                time.sleep(0.05)
+                left = processes_with(mark)
             if left:
                 survivors[delay] = left
         finally:
