@@ -36,23 +36,29 @@ def _record(file: int, index: int) -> bytes:
     )  # no NUL: batches strip them * (200 + 37 * (index % 13))
 
 
-@pytest.fixture(scope="module")
-def data(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory):
-    """Four ArrayRecord files, local and uploaded: (local paths, their URLs, the server)."""
+def _write_and_upload(server: S3Server, folder: Path, keys: list[str]) -> list[str]:
+    """File ``i`` of ``keys`` written locally (``RECORDS`` records of ``_record(i, ...)``,
+    group_size:1) and uploaded under its key; returns the local paths."""
     from array_record.python.array_record_module import ArrayRecordWriter
 
-    folder = tmp_path_factory.mktemp("local")
     paths = []
-    for file in range(FILES):
-        path = folder / f"part-{file}.array_record"
+    for file, key in enumerate(keys):
+        path = folder / key.rsplit("/", 1)[-1]
         writer = ArrayRecordWriter(str(path), "group_size:1")
         for index in range(RECORDS):
             writer.write(_record(file, index))
         writer.close()
-        s3_server.put_file(path, f"data/part-{file}.array_record")
+        server.put_file(path, key)
         paths.append(str(path))
-    urls = [s3_server.url(f"data/part-{file}.array_record") for file in range(FILES)]
-    return paths, urls, s3_server
+    return paths
+
+
+@pytest.fixture(scope="module")
+def data(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory):
+    """Four ArrayRecord files, local and uploaded: (local paths, their URLs, the server)."""
+    keys = [f"data/part-{file}.array_record" for file in range(FILES)]
+    paths = _write_and_upload(s3_server, tmp_path_factory.mktemp("local"), keys)
+    return paths, [s3_server.url(key) for key in keys], s3_server
 
 
 def _remote(
@@ -330,18 +336,8 @@ MANY = 12  # small files, for the limit tests
 @pytest.fixture(scope="module")
 def many(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory):
     """Twelve small ArrayRecord files, local and uploaded: (local paths, glob URL, server)."""
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    folder = tmp_path_factory.mktemp("many")
-    paths = []
-    for file in range(MANY):
-        path = folder / f"many-{file:02d}.array_record"
-        writer = ArrayRecordWriter(str(path), "group_size:1")
-        for index in range(RECORDS):
-            writer.write(_record(file, index))
-        writer.close()
-        s3_server.put_file(path, f"many/many-{file:02d}.array_record")
-        paths.append(str(path))
+    keys = [f"many/many-{file:02d}.array_record" for file in range(MANY)]
+    paths = _write_and_upload(s3_server, tmp_path_factory.mktemp("many"), keys)
     return paths, s3_server.url("many/many-*.array_record"), s3_server
 
 
