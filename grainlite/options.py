@@ -163,9 +163,13 @@ class ReadPolicy:
 
     def prefetcher(self, source: object) -> Callable[[Any], None] | None:
         """The source's ``prefetch_keys(keys)`` hook, which readers call with the keys they
-        will read (:attr:`tell_ahead`), or None where the source has none (a local source)."""
+        will read (:attr:`tell_ahead`), or None where the source has none, or says it takes
+        none now (``takes_key_hints`` false: an ArrayRecord source of local files, where
+        computing the keys ahead would only cost time)."""
         hook = getattr(source, "prefetch_keys", None)
-        return hook if callable(hook) else None
+        if not callable(hook) or not getattr(source, "takes_key_hints", True):
+            return None
+        return hook
 
     def is_cpu_bound(self, cpu_share: float) -> bool:
         """Whether reads whose CPU time is ``cpu_share`` of their running time keep a CPU busy."""

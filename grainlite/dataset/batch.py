@@ -164,6 +164,18 @@ class BatchMapDataset(MapDataset):
         for a, b in itertools.pairwise(bounds):
             yield batch_fn(getitems(rows[a:b]))
 
+    @property
+    def _rows_per_index(self) -> int:
+        """Parent rows one index reads (:mod:`~grainlite.dataset.key_hints` sizes its hints)."""
+        return self._batch_size
+
+    def _parent_keys(self, indices: Any) -> Any:
+        """The parent rows reading the batches at ``indices`` reads, in order
+        (:mod:`~grainlite.dataset.key_hints`)."""
+        if not len(indices) or not len(self):
+            return indices[:0]
+        return self._rows(indices)[0]
+
     def _rows(self, indices: Sequence[int]) -> tuple[list[int], list[int]]:
         """The parent rows of the batches at ``indices`` (more than one; some batches exist),
         and where each batch's rows start and end in them."""

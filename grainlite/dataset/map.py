@@ -141,6 +141,11 @@ class _ElementwiseMapDataset(MapDataset):
         what ``_getitems`` computes for one index."""
         raise NotImplementedError
 
+    def _parent_keys(self, indices: Any) -> Any:
+        """The parent indices reading ``indices`` reads: the same (:mod:`~grainlite.dataset.
+        key_hints`)."""
+        return indices
+
     def __str__(self) -> str:
         return f"{type(self).__name__}(transform={_name(self._transform)})"
 

@@ -86,6 +86,14 @@ class RepeatMapDataset(MapDataset):
             index %= len(self._parent)
         return self._parent[index]
 
+    def _parent_keys(self, indices: Any) -> Any:
+        """The parent indices reading ``indices`` reads (:mod:`~grainlite.dataset.key_hints`):
+        wrapped into the parent, or (reseeding each epoch) the same, as :meth:`_getitems`."""
+        length = len(self._parent)
+        if self._reseed or not length or not len(indices):
+            return indices
+        return wrapped_keys(indices, length)
+
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         if not self._reseed and len(indices):
             length = len(self._parent)

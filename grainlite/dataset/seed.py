@@ -219,6 +219,11 @@ class WithSeedMapDataset(MapDataset):
             return self.slice(index)
         return self._parent[index]
 
+    def _parent_keys(self, indices: np.ndarray) -> np.ndarray:
+        """The parent indices reading ``indices`` reads: the same (:mod:`~grainlite.dataset.
+        key_hints`)."""
+        return indices
+
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         parent = self._parent
         getitems = getattr(parent, "_getitems", None)

@@ -72,6 +72,12 @@ class ShuffleMapDataset(MapDataset):
             return iter(self._getitems(indices))
         return parent_stream(self._parent)(self._keys(indices))
 
+    def _parent_keys(self, indices: Any) -> Any:
+        """The parent indices reading ``indices`` reads (:mod:`~grainlite.dataset.key_hints`)."""
+        if not len(indices) or not len(self._parent):
+            return indices
+        return self._keys(indices)
+
     def _keys(self, indices: Sequence[int]) -> list[Any]:
         """The parent indices that ``indices`` (not empty, of a dataset that is not) read."""
         length = len(self._parent)

@@ -103,6 +103,12 @@ class SliceMapDataset(MapDataset):
             return iter(self._getitems(indices))
         return parent_stream(self._parent)(self._keys(indices))
 
+    def _parent_keys(self, indices: Any) -> Any:
+        """The parent indices reading ``indices`` reads (:mod:`~grainlite.dataset.key_hints`)."""
+        if not len(indices) or not len(self._range):
+            return indices
+        return self._keys(indices)
+
     def _keys(self, indices: Sequence[int]) -> list[int]:
         """The parent indices that ``indices`` (not empty; a view that is not empty) read."""
         length = len(self._range)
@@ -162,6 +168,14 @@ class BlockStrideMapDataset(MapDataset):
 
     def _getitems(self, indices: Any) -> list[Any]:
         return self._parent._getitems([self._index(int(i)) for i in indices])
+
+    def _parent_keys(self, indices: np.ndarray) -> np.ndarray:
+        """The parent indices reading ``indices`` reads (:mod:`~grainlite.dataset.key_hints`):
+        :meth:`_index` on the whole array."""
+        if not self._length:
+            return indices
+        k, r = np.divmod(np.asarray(indices, dtype=np.int64) % self._length, self._block)
+        return (self._first + self._stride * k) * self._block + r
 
     def _stream(self, indices: Any) -> Iterator[Any]:
         """``_getitems`` one element at a time, through the parent's stream."""

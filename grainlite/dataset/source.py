@@ -93,6 +93,23 @@ class SourceMapDataset(PicklesRecordsPacked, MapDataset):
             )
         return self._source[as_index(index, "SourceMapDataset") % length]
 
+    def _hinted_source(self) -> Any:
+        """The source whose ``prefetch_keys`` hears the keys ahead
+        (:mod:`~grainlite.dataset.key_hints`): a window's own source."""
+        source = self._source
+        return source.source if isinstance(source, _Window) else source
+
+    def _source_keys(self, indices: np.ndarray) -> np.ndarray:
+        """The keys of :meth:`_hinted_source` that reading ``indices`` reads, as
+        :meth:`_getitems` reads them."""
+        length = len(self._source)
+        if not length or not len(indices):
+            return np.asarray(indices, dtype=np.int64)[:0]
+        keys = wrapped_keys(indices, length)
+        if isinstance(self._source, _Window):
+            keys = keys + self._source.start
+        return keys
+
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         length = len(self._source)
         if length == 0 or not len(indices):

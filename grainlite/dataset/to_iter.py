@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from grainlite.checks import int_option, template_filled
 from grainlite.dataset import element_spec, stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.key_hints import HintedRead, KeyHints
 from grainlite.dataset.map import parent_stream
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
 from grainlite.dataset.read_ahead import BlockReader, ElementReadError
@@ -310,12 +311,16 @@ class PrefetchDatasetIterator(DatasetIterator):
             self._stats_counters.end()
             return False
         if self._reader is None:
+            getitems, stream = self._getitems, parent_stream(self._map)
+            hints = KeyHints.for_dataset(self._map)  # a remote source hears the keys ahead
+            if hints is not None:
+                getitems, stream = HintedRead(getitems, hints), HintedRead(stream, hints)
             self._reader = BlockReader(
-                self._getitems,
+                getitems,
                 self._base,
                 self._length,
                 self._read_options,
-                parent_stream(self._map),  # used in an mp_prefetch worker: see BlockReader
+                stream,  # used in an mp_prefetch worker: see BlockReader
             )
             self._finalizer = weakref.finalize(self, self._reader.close)
         counters = self._stats_counters

@@ -271,6 +271,12 @@ class ArrayRecordDataSource:
             with state.lock:
                 state.busy[index] -= 1
 
+    @property
+    def takes_key_hints(self) -> bool:
+        """Whether :meth:`prefetch_keys` does anything: only for remote files (readers then
+        skip computing the keys ahead for local ones)."""
+        return self._cache is not None
+
     def prefetch_keys(self, keys: Sequence[int] | np.ndarray) -> None:
         """Tells the source the keys it will read next, in order: the remote files they need
         are fetched ahead into the cache (in the order of their first key, as far as free

@@ -32,6 +32,7 @@ from typing import Any
 from grainlite.checks import int_option
 from grainlite.dataset import element_spec
 from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.key_hints import hint_first_keys
 from grainlite.dataset.mp.pipeline import DatasetPipeline
 from grainlite.dataset.mp.slicing import check_sliceable, drops_a_partial_batch_per_worker
 from grainlite.dataset.mp.state import decode_state, encode_state
@@ -205,6 +206,8 @@ class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
             backend=self._dataset._backend,
         )
         stream.linger_at_end = self._keep_at_end
+        if all(state is None for state in self._position.states):  # from the start
+            hint_first_keys(self._dataset._parent)
         return stream
 
     def _closed_error(self) -> BaseException:
