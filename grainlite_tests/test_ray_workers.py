@@ -21,6 +21,7 @@ import pytest
 from leak_check import alive
 
 import grainlite as grain
+from grainlite import shm
 from grainlite.errors import (
     ClusterConnectionError,
     GrainliteTypeError,
@@ -55,9 +56,14 @@ def records(tmp_path_factory):
 
 
 # Same elements, order and states ---------------------------------------------------------------
-def test_mp_prefetch_on_ray_actors_gives_the_elements_order_and_states_of_local_workers():
+TRANSPORTS = pytest.mark.parametrize("shared", [True, False], ids=["shared-memory", "object-store"])
+
+
+@TRANSPORTS
+def test_mp_prefetch_on_ray_actors_gives_the_elements_order_and_states_of_local_workers(shared):
     local = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS)))
-    remote = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2))))
+    backend = RayWorkers(2, shared_memory=shared)
+    remote = rp.run_with_states(iter(rp.dataset().mp_prefetch(OPTIONS, backend=backend)))
     assert len(local) > 10
     rp.assert_same_run(remote, local)
 
@@ -76,11 +82,13 @@ def test_a_dataset_state_restores_from_ray_actors_onto_local_workers_and_back():
         rp.assert_same_run(rp.run_with_states(it), whole[7:])
 
 
+@TRANSPORTS
 def test_the_data_loader_on_ray_actors_gives_the_elements_order_and_states_of_local_workers(
-    records,
+    records, shared
 ):
     local = rp.run_with_states(iter(rp.loader(records, worker_count=2)))
-    remote = rp.run_with_states(iter(rp.loader(records, backend=RayWorkers(num_workers=2))))
+    backend = RayWorkers(num_workers=2, shared_memory=shared)
+    remote = rp.run_with_states(iter(rp.loader(records, backend=backend)))
     assert len(local) > 10
     rp.assert_same_run(remote, local)
 
@@ -150,11 +158,89 @@ def test_ray_workers_make_no_more_ahead_than_local_workers_while_the_consumer_wa
 
 def test_large_arrays_from_ray_workers_arrive_as_read_only_views_of_the_object_store():
     ds = grain.MapDataset.range(4).map(rp.large_array).to_iter_dataset()
-    got = list(ds.mp_prefetch(OPTIONS, backend=RayWorkers(2)))
+    with iter(ds.mp_prefetch(OPTIONS, backend=RayWorkers(2, shared_memory=False))) as it:
+        got = list(it)
     assert [int(a[0, 0]) for a in got] == [0, 1, 2, 3]
     for i, array in enumerate(got):
         assert array.shape == (256, 1024) and array.dtype == np.float32 and (array == i).all()
         assert not array.flags.writeable  # Ray's shared memory, not a private copy
+        assert _slab_of(array) is None
+
+
+def _slab_of(array: np.ndarray):
+    """The shared-memory slab lease an array of a local worker's element derives from, if any."""
+    from grainlite.engine.transport import _Lease
+
+    base = array
+    while base is not None:
+        if type(base) is _Lease:
+            return base
+        base = getattr(base, "base", None)
+    return None
+
+
+def test_actors_on_this_host_hand_arrays_over_in_shared_memory_as_local_workers_do():
+    ds = grain.MapDataset.range(4).map(rp.large_array).to_iter_dataset()
+    with iter(ds.mp_prefetch(OPTIONS, backend=RayWorkers(2))) as it:
+        got = [next(it)]
+        actors = it._stream._group._actors
+        assert ray.get([a.transport.remote() for a in actors]) == ["shared memory"] * 2
+        got += list(it)
+    for i, array in enumerate(got):
+        assert array.shape == (256, 1024) and (array == i).all()
+        assert _slab_of(array) is not None  # a view of a worker's slab, no object store copy
+        assert array.flags.writeable  # as from local workers
+
+
+def test_an_actor_whose_shared_memory_differs_from_the_parents_uses_the_object_store():
+    from grainlite.ray.actor import WorkerActor
+
+    assert WorkerActor(shm.memory_key()).transport() == "shared memory"
+    assert WorkerActor("0other:1:2").transport() == "object store"  # another host or container
+    assert WorkerActor(None).transport() == "object store"  # RayWorkers(shared_memory=False)
+
+
+def test_a_killed_training_process_leaves_no_segment_of_its_actors(tmp_path):
+    """Its actors' slabs not yet announced (an element sent and not read, one made ahead) are
+    named with its pid; Ray ends the actors when it dies, and each actor's janitor
+    (grainlite.ray.janitor) removes them."""
+    address = ray.get_runtime_context().gcs_address
+    code = (
+        "import sys, time, ray, grainlite as grain\n"
+        "from grainlite.ray import RayWorkers\n"
+        "from grainlite_tests.support import ray_pipelines as rp\n"
+        f"ray.init(address={address!r})\n"
+        "ds = grain.MapDataset.range(40).map(rp.large_array).to_iter_dataset()\n"
+        "opts = grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=1)\n"
+        "it = iter(ds.mp_prefetch(opts, backend=RayWorkers(2)))\n"
+        "next(it)\n"
+        "print(' '.join(map(str, it._stream.pids())), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    driver = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
+    try:
+        actors = [int(p) for p in driver.stdout.readline().split()]
+        assert len(actors) == 2
+        deadline = time.monotonic() + 30
+        while len(_segments_of(driver.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the actors make their elements ahead into new slabs
+        assert len(_segments_of(driver.pid)) >= 3
+    finally:
+        driver.kill()
+        driver.wait()
+        driver.stdout.close()
+    assert wait_until_gone(actors) == []
+    # The actors' janitors removed their slabs once the training process and they were gone
+    # (left to the next loader's clean-up, they would stay; GRAINLITE_AUTO_CLEANUP=0 in CI).
+    deadline = time.monotonic() + 1.0
+    while _segments_of(driver.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _segments_of(driver.pid) == []
+
+
+def _segments_of(pid: int) -> list[str]:
+    return [name for name in shm.list_segments() if shm.owner_pid(name) == pid]
 
 
 # The worker count on a live iterator ------------------------------------------------------------
@@ -272,13 +358,13 @@ def test_an_elements_array_bytes_travel_out_of_band_and_come_back_as_views_of_th
     import numpy as np
 
     from grainlite.engine.protocol import Element
-    from grainlite.ray.actor import INLINE_BYTES, HeapPool, RayWorker, unpack
+    from grainlite.ray.actor import INLINE_BYTES, HeapPool, pack_for_object_store, unpack
 
     image = np.arange(3 * 128 * 128, dtype=np.float32).reshape(3, 128, 128)
     assert image.nbytes > INLINE_BYTES
     element = {"image": image.transpose(1, 2, 0), "label": np.int64(3), "name": "x"}
     payload = HeapPool().export(element)  # the transposed view becomes C-contiguous, as in a slab
-    data, buffers = RayWorker.pack(None, Element(0, {"i": 1}, payload, [], []))  # type: ignore[arg-type]
+    data, buffers = pack_for_object_store(Element(0, {"i": 1}, payload, [], []))
     assert len(data) < 1000 < image.nbytes  # the pickle holds no array bytes
     assert [b.nbytes for b in buffers] == [image.nbytes]
     message = unpack((data, buffers))
@@ -293,12 +379,12 @@ def test_a_small_elements_array_bytes_travel_as_bytes_inside_the_reply():
     import numpy as np
 
     from grainlite.engine.protocol import Element
-    from grainlite.ray.actor import INLINE_BYTES, HeapPool, RayWorker, unpack
+    from grainlite.ray.actor import INLINE_BYTES, HeapPool, pack_for_object_store, unpack
 
     small = np.arange(16 * 10, dtype=np.int64).reshape(16, 10)
     assert small.nbytes <= INLINE_BYTES
     payload = HeapPool().export({"ids": small, "name": "x"})
-    data, buffers = RayWorker.pack(None, Element(0, {"i": 1}, payload, [], []))  # type: ignore[arg-type]
+    data, buffers = pack_for_object_store(Element(0, {"i": 1}, payload, [], []))
     assert [type(b) for b in buffers] == [bytes] and len(buffers[0]) == small.nbytes
     got = unpack((data, buffers)).payload["ids"]
     assert np.array_equal(got, small) and got.dtype == small.dtype
@@ -334,3 +420,62 @@ def test_ray_shut_down_under_a_running_iterator_is_a_connection_error_not_a_hang
             next(it)
     assert time.monotonic() - started < 10
     it.close()
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+@pytest.mark.parametrize("first", ["owner", "actor"])
+def test_the_janitor_removes_an_actors_slabs_only_when_the_training_process_dies_first(first):
+    from grainlite.ray import janitor
+
+    owner, actor = _sleeper(), _sleeper()
+    tag = "jt" + first[0]
+    segment = shm.Segment.create(4096, tag, owner.pid)
+    names = [segment.name]
+    try:
+        started = subprocess.run(
+            [sys.executable, "-I", "-S", janitor.__file__, str(owner.pid), str(actor.pid),
+             shm.owned_prefix(owner.pid, tag)],
+            timeout=30,
+        )  # fmt: skip
+        assert started.returncode == 0  # the first process returns at once; its fork waits
+        time.sleep(0.3)
+        assert _segments_of(owner.pid) == names  # both still run: nothing removed
+        ended = [owner, actor] if first == "owner" else [actor]
+        for process in ended:
+            process.kill()
+            process.wait()
+        deadline = time.monotonic() + 10
+        while _segments_of(owner.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # The owner dying first: the janitor removed the slabs. The actor ending first (its
+        # loader closed it) while the owner runs: they are the owner's to remove, and the
+        # janitor left them.
+        assert _segments_of(owner.pid) == ([] if first == "owner" else names)
+        deadline = time.monotonic() + 10
+        while _janitors(owner.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _janitors(owner.pid) == []  # it ends either way
+    finally:
+        for process in (owner, actor):
+            process.kill()
+            process.wait()
+        segment.close()
+        shm.unlink(segment.name)
+
+
+def _janitors(owner: int) -> list[int]:
+    """Processes running grainlite.ray.janitor for training process ``owner``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    args = cmdline.read().split(b"\0")
+            except OSError:
+                continue
+            if any(a.endswith(b"janitor.py") for a in args) and str(owner).encode() in args:
+                found.append(int(entry))
+    return found

@@ -9,7 +9,8 @@ Each worker is an actor running grainlite's worker loop (:class:`grainlite.engin
 on its share of the stream; the parent merges the actors' elements in the same order as local
 workers, with the same credits (``per_worker_buffer_size`` / ``worker_buffer_size`` elements
 made ahead per worker), so the elements, their order and ``get_state()`` are those of N local
-worker processes, and a state restores on either backend. Arrays travel through Ray's object
+worker processes, and a state restores on either backend. Actors on the training process's host
+hand their arrays over in shared memory, as local workers do; the others through Ray's object
 store (read-only, zero-copy on the training process's node); see docs/how-to/ray.md.
 
 This module imports Ray only when a loader starts its workers: ``import grainlite`` never does.
@@ -56,6 +57,11 @@ class RayWorkers:
         :class:`~grainlite.errors.WorkerDiedError` saying so. ``0`` (the default): the first loss
         raises it. An element whose transform raised is not a lost worker: it is raised at its
         place as always. A lost connection to the cluster's head is never restarted.
+      shared_memory: whether actors that share this process's shared memory (the same host,
+        pid namespace and ``/dev/shm``) write their elements into shared-memory slabs, as local
+        workers do: one copy less than through Ray's object store, and writable arrays, as from
+        local workers. False: every actor uses the object store (read-only arrays). Actors on
+        other hosts always do.
     """
 
     def __init__(
@@ -66,6 +72,7 @@ class RayWorkers:
         runtime_env: Mapping[str, Any] | None = None,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         restart_lost_workers: int = 0,
+        shared_memory: bool = True,
     ) -> None:
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise GrainliteValueError(
@@ -95,6 +102,10 @@ class RayWorkers:
                 f"RayWorkers(restart_lost_workers=...) must be an int >= 0 (how many times an "
                 f"iterator may replace lost actors; 0: never), got {shown(restart_lost_workers)}."
             )
+        if not isinstance(shared_memory, bool):
+            raise GrainliteTypeError(
+                f"RayWorkers(shared_memory=...) must be True or False, got {shown(shared_memory)}."
+            )
         needs = {"CPU": 1.0, **dict(resources or {})}
         for name, amount in needs.items():
             number = isinstance(amount, int | float) and not isinstance(amount, bool)
@@ -109,15 +120,17 @@ class RayWorkers:
         self.runtime_env = dict(runtime_env or {})
         self.connect_timeout_s = float(connect_timeout_s)
         self.restart_lost_workers = restart_lost_workers
+        self.shared_memory = shared_memory
 
     def group(self, count: int, tag: str) -> Any:
         """The engine's worker group for ``count`` actors (see WorkerStream's ``backend``)."""
         from grainlite.ray.group import RayGroup
 
-        return RayGroup(count, self)
+        return RayGroup(count, self, tag)
 
     def __repr__(self) -> str:
         return (
             f"RayWorkers(num_workers={self.num_workers}, address={self.address!r}, "
-            f"resources={self.resources!r}, restart_lost_workers={self.restart_lost_workers})"
+            f"resources={self.resources!r}, restart_lost_workers={self.restart_lost_workers}, "
+            f"shared_memory={self.shared_memory})"
         )

@@ -10,6 +10,10 @@ next call, so the round trips overlap and an element costs one call. Other messa
 
 Ownership: a group owns its actors and nothing else. :meth:`RayGroup.close`, garbage collection
 and interpreter exit kill them (``ray.kill``); actors of other loaders or users are never touched.
+Actors on this host write their elements into shared-memory slabs named with this process's pid
+and the stream's tag (see :mod:`grainlite.ray.actor`); the parent maps and unlinks each when it
+is announced, and after killing the actors (once their processes are gone) removes any name of
+the tag left, as a local process group does.
 A dead actor surfaces as :class:`~grainlite.errors.WorkerDiedError` naming the worker, its pid and
 node, and Ray's reason, as soon as Ray reports the death (a second or so).
 """
@@ -24,7 +28,7 @@ import time
 import weakref
 from typing import Any
 
-from grainlite import _optional
+from grainlite import _optional, shm
 from grainlite.engine.process_group import hidden_accelerators, import_path
 from grainlite.engine.protocol import ToParent, ToWorker
 from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
@@ -35,6 +39,7 @@ from grainlite.ray.health import ClusterHealth
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _POLL_S = 1.0  # a blocking read checks the cluster connection this often
 _REASON_CHARS = 600
+_GONE_WAIT_S = 5.0  # how long close waits for killed actors of this host to end
 
 _remote_class: Any = None
 
@@ -54,9 +59,12 @@ def _actor_class(ray: Any) -> Any:
 class RayGroup:
     """``count`` worker actors of one stream, placed as ``spec`` (a RayWorkers) says."""
 
-    def __init__(self, count: int, spec: Any) -> None:
+    def __init__(self, count: int, spec: Any, tag: str) -> None:
         self.count = count
         self._spec = spec
+        self._tag = tag
+        # Actors on this host hand elements over in shared memory (they compare this key).
+        self._memory_key = shm.memory_key() if spec.shared_memory else None
         self._actors: list[Any] = []
         self._pending: list[collections.deque[Any]] = []  # each worker's take() calls in flight
         self._takes: list[int] = []  # take() calls made to each worker
@@ -65,7 +73,9 @@ class RayGroup:
         self._buffered: list[collections.deque[Any]] = []
         self._seq: list[int] = []
         self._health = ClusterHealth()
-        self._finalizer = weakref.finalize(self, _kill, self._actors, os.getpid(), self._health)
+        self._finalizer = weakref.finalize(
+            self, _kill, self._actors, os.getpid(), self._health, self._hello, tag
+        )
 
     @property
     def started(self) -> bool:
@@ -87,8 +97,8 @@ class RayGroup:
             options["resources"] = needs
         cls = _actor_class(ray).options(**options)
         for _ in range(self.count):
-            self._actors.append(cls.remote())
-        self._hello = [actor.hello.remote() for actor in self._actors]
+            self._actors.append(cls.remote(self._memory_key))
+        self._hello[:] = [actor.hello.remote() for actor in self._actors]
         self._pending = [collections.deque() for _ in self._actors]  # the first send() asks
         self._takes = [0] * self.count
         self._buffered = [collections.deque() for _ in self._actors]
@@ -230,7 +240,9 @@ class RayGroup:
         self._finalizer()
 
 
-def _kill(actors: list[Any], creator: int, health: ClusterHealth) -> None:
+def _kill(
+    actors: list[Any], creator: int, health: ClusterHealth, hellos: list[Any], tag: str
+) -> None:
     if os.getpid() != creator or not actors:
         return  # a forked child leaves its parent's actors alone
     try:
@@ -239,7 +251,9 @@ def _kill(actors: list[Any], creator: int, health: ClusterHealth) -> None:
         return
     if not ray.is_initialized():  # Ray was shut down, and the actors with it
         actors.clear()  # (ray.kill now would start a new local instance)
+        shm.remove_tagged(tag)
         return
+    pids = _local_pids(ray, hellos)
     for actor in actors:
         if health.is_lost:  # ray.kill goes through the head: ask the actor itself to end
             with contextlib.suppress(Exception):
@@ -247,6 +261,36 @@ def _kill(actors: list[Any], creator: int, health: ClusterHealth) -> None:
         with contextlib.suppress(Exception):
             ray.kill(actor, no_restart=True)
     actors.clear()
+    _wait_gone(pids)  # then no actor of this host makes another slab
+    shm.remove_tagged(tag)
+
+
+def _local_pids(ray: Any, hellos: list[Any]) -> list[int]:
+    """The process ids of the actors that answered ``hello`` and run on this host."""
+    pids: list[int] = []
+    with contextlib.suppress(Exception):
+        here = ray.util.get_node_ip_address()
+        answered, _ = ray.wait(list(hellos), num_returns=len(hellos), timeout=1.0)
+        for hello in answered:
+            with contextlib.suppress(Exception):  # a dead actor answers with its error
+                pid, node = ray.get(hello, timeout=0)
+                if node == here:
+                    pids.append(int(pid))
+    return pids
+
+
+def _wait_gone(pids: list[int]) -> None:
+    """Waits (at most ``_GONE_WAIT_S``) until the processes ``pids`` of this host have ended."""
+    deadline = time.monotonic() + _GONE_WAIT_S
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            except PermissionError:
+                break  # not ours: another user's process took the pid
+            time.sleep(0.01)
 
 
 def _actor_gone(ray: Any) -> tuple[type[BaseException], ...]:

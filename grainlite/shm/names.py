@@ -114,6 +114,12 @@ def format_name(identity: str, owner_pid: int, tag: str) -> str:
     return f"{PREFIX}{identity}_{_check_pid(owner_pid)}_{check_tag(tag)}_{_random_base32(5)}"
 
 
+def owned_prefix(owner_pid: int, tag: str) -> str:
+    """The start of every name :func:`segment_name` gives ``tag`` and ``owner_pid`` in this pid
+    namespace (a process with nothing of grainlite imported can remove them by it)."""
+    return f"{PREFIX}{identity()}_{_check_pid(owner_pid)}_{check_tag(tag)}_"
+
+
 def segment_name(tag: str, owner_pid: int | None = None) -> str:
     """A fresh segment name in this pid namespace, owned by ``owner_pid`` (default: this process).
 
