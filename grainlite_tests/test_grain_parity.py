@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, example, find, given, settings
 from hypothesis import strategies as st
 
 from grainlite_tests.support.contracts import run_with_states, to_plain
-from grainlite_tests.support.grain_peer import Config, EndlessWithoutOutputError
+from grainlite_tests.support.grain_peer import Config
+from grainlite_tests.support.peer_ops import EndlessWithoutOutputError
 
 OPS = ("map", "random_map", "filter", "flat_map", "batch")
 WORKER_COUNTS = (0, 1, 2, 3)

@@ -1,18 +1,24 @@
 """Twin pipelines for the differential tests: the same configuration built with grainlite and with
-the real ``grain`` package (the ``peer`` extra), so outputs and states can be compared."""
+the real ``grain`` package (the ``peer`` extra), so outputs and states can be compared. What the
+twins compute lives in :mod:`peer_ops`, which workers import without importing either library."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 from typing import Any
 
 import absl.flags
 import grain.python as real_grain
-import numpy as np
 
 import grainlite as lite
+from grainlite_tests.support.peer_ops import (
+    BoundedRange,
+    not_multiple_of_three,
+    times_ten_plus_one,
+    two_or_none,
+    with_noise,
+)
 
 absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18 reads absl flags; they must count as parsed
 
@@ -30,68 +36,12 @@ def _twins(name: str, kind: str, body: dict[str, Any]) -> dict[str, type]:
     }
 
 
-def _map(self, x):
-    return x * 10 + 1
-
-
-def _random_map(self, x, rng):
-    noise = -1 if rng is None else int(rng.integers(0, 1000))
-    return np.append(np.asarray(x, dtype=np.int64), noise)
-
-
-def _filter(self, x):
-    return int(np.asarray(x).ravel()[0]) % 3 != 0
-
-
-def _flat_map(self, x):
-    return [x, x + 1000] if int(np.asarray(x).ravel()[0]) % 4 else []
-
-
 TRANSFORMS = {
-    "map": _twins("TimesTenPlusOne", "map", {"map": _map}),
-    "random_map": _twins("WithNoise", "random_map", {"random_map": _random_map}),
-    "filter": _twins("DropMultiplesOfThree", "filter", {"filter": _filter}),
-    "flat_map": _twins("TwoOrNone", "flat_map", {"flat_map": _flat_map, "max_fan_out": 2}),
+    "map": _twins("TimesTenPlusOne", "map", {"map": times_ten_plus_one}),
+    "random_map": _twins("WithNoise", "random_map", {"random_map": with_noise}),
+    "filter": _twins("DropMultiplesOfThree", "filter", {"filter": not_multiple_of_three}),
+    "flat_map": _twins("TwoOrNone", "flat_map", {"flat_map": two_or_none, "max_fan_out": 2}),
 }
-
-
-class EndlessWithoutOutputError(RuntimeError):
-    """An endless stream read far more records than a test needs: its transforms drop them all."""
-
-
-class BoundedRange:
-    """``range(n)`` as a data source that gives up after ``limit`` reads.
-
-    For endless streams only: with a filter or flat_map that drops every record of an epoch
-    (e.g. a batch whose first value is always a multiple of three), grain and grainlite would both
-    read forever without yielding. Both libraries see the same object, so states name the same
-    source.
-    """
-
-    def __init__(self, n: int, limit: int = 3_000) -> None:
-        self.n, self.limit, self.reads = n, limit, 0
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, key: int) -> int:
-        with self._lock:
-            self.reads += 1
-            if self.reads > self.limit:
-                raise EndlessWithoutOutputError(f"read {self.limit} records without finishing")
-        return int(key)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Worker processes get a copy without the lock; each counts its own reads.
-        return {"n": self.n, "limit": self.limit, "reads": 0}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"BoundedRange(n={self.n})"
 
 
 @dataclasses.dataclass(frozen=True)
