@@ -30,7 +30,7 @@ from typing import Any
 
 from grainlite import _optional, shm
 from grainlite.engine.process_group import hidden_accelerators, import_path
-from grainlite.engine.protocol import ToParent, ToWorker
+from grainlite.engine.protocol import Ack, ToParent, ToWorker
 from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
 from grainlite.ray.actor import TAKES_IN_FLIGHT, WorkerActor, unpack
 from grainlite.ray.connect import connect
@@ -72,6 +72,8 @@ class RayGroup:
         self._known: dict[int, tuple[int, str]] = {}
         self._buffered: list[collections.deque[Any]] = []
         self._seq: list[int] = []
+        # Slabs the user freed, per worker, not sent yet: they go with the next message to it.
+        self._released: list[list[int]] = []
         self._health = ClusterHealth()
         self._finalizer = weakref.finalize(
             self, _kill, self._actors, os.getpid(), self._health, self._hello, tag
@@ -103,6 +105,7 @@ class RayGroup:
         self._takes = [0] * self.count
         self._buffered = [collections.deque() for _ in self._actors]
         self._seq = [0] * self.count
+        self._released = [[] for _ in self._actors]
 
     def pid(self, worker: int) -> int:
         """The process id of ``worker``'s actor (-1 while not known)."""
@@ -134,6 +137,21 @@ class RayGroup:
         """
         if not _ray().is_initialized():
             raise _disconnected(None)
+        released = self._released[worker]
+        if type(message) is Ack:
+            if not message.credit:  # freed slabs only: each Ray call costs; they wait for one
+                released.extend(message.released)
+                return
+            if released:
+                message = Ack(message.credit, released + message.released)
+                self._released[worker] = []
+        elif released:  # a Restart or Stop: the freed slabs go first
+            self._released[worker] = []
+            self._call(worker, Ack(0, released))
+        self._call(worker, message)
+
+    def _call(self, worker: int, message: ToWorker) -> None:
+        """One Ray call with ``message`` (and a take() where fewer than TAKES_IN_FLIGHT wait)."""
         seq = self._seq[worker]
         self._seq[worker] = seq + 1
         data = pickle.dumps(message, _PROTOCOL)
