@@ -248,14 +248,21 @@ def main() -> None:
     The parent's pid comes from the parent: read here with ``os.getppid()``, a parent that died
     while this interpreter started would already read as pid 1, and the worker would never see
     it go."""
+    start(int(sys.argv[1]), int(sys.argv[2]))
+
+
+def start(fd: int, parent: int) -> None:
+    """Runs a worker on the socket ``fd`` until it is told to stop or ``parent`` is gone.
+
+    ``parent`` is the pid of the process that started this one: the training process, or the
+    fork server (:mod:`grainlite.engine.forkserver`) that forked it."""
     limit_arenas()  # before any thread starts (see grainlite.engine.malloc)
     read_records_in_place()  # a large list of records stays one buffer (see packed_records)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # The parent sends SIGUSR1 when this worker is silent for long: print every thread's stack.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    conn = Channel(int(sys.argv[1]))
+    conn = Channel(fd)
     worker = Worker(conn)
-    parent = int(sys.argv[2])
     if os.getppid() != parent:  # the parent died while this interpreter started
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(worker, parent), daemon=True).start()
