@@ -1,7 +1,8 @@
 """Workers are forked by one preloaded server process, a fresh interpreter: nothing of the
 training process (its threads, its JAX state, its environment beyond the worker environment)
-reaches them, the server forks only while it has one thread, and a server that dies takes its
-workers with it and the loader says so.
+reaches them, the server forks only while it has one thread, a server that dies takes its
+workers with it and the loader says so, and a training process that dies leaves neither a
+worker nor a worker's shared memory.
 
 Each test reads real worker processes: a transform returns what it sees in the process that runs
 it, and ``/proc`` gives the processes' parents and threads.
@@ -9,18 +10,22 @@ it, and ``/proc`` gives the processes' parents and threads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 import sys
+import textwrap
 import threading
 
 import numpy as np
 import pytest
 
 import grainlite as grain
+from grainlite import shm
 from grainlite.engine.forkserver_client import WORKER_START_ENV
 from grainlite.errors import WorkerDiedError
-from grainlite_tests.support.waiting import assert_gone
+from grainlite_tests.support.waiting import assert_gone, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -161,3 +166,90 @@ def test_close_leaves_neither_the_server_nor_a_worker():
     assert server != os.getpid()
     iterator.close()
     assert_gone([server, *workers], timeout=5.0)
+
+
+# A training process whose two workers, after the first batch, sleep in a transform: there they
+# read neither their channel nor their parent pid (the server's, which outlives the training
+# process). Each worker marks a file in MARKS once it sleeps. DEAF: the worker blocks SIGTERM
+# first, as a C call that holds signals would (its handler can then not run in time).
+TRAINING_PROCESS = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    import grainlite as grain
+
+    class SleepsAfterTheFirstBatch(grain.MapTransform):
+        def map(self, record):
+            if record >= 16:
+                if os.environ["DEAF"] == "1":
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+                open(os.path.join(os.environ["MARKS"], str(os.getpid())), "w").close()
+                time.sleep(120)
+            return record
+
+    loader = grain.DataLoader(
+        data_source=grain.RangeDataSource(0, 10**6, 1),
+        sampler=grain.IndexSampler(10**6, grain.NoSharding(), num_epochs=1),
+        operations=[SleepsAfterTheFirstBatch(), grain.Batch(8)],
+        worker_count=2,
+    )
+    iterator = iter(loader)
+    next(iterator)
+    print(" ".join(str(pid) for pid in iterator._stream.pids()), flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def segments_of(owner: int) -> list[str]:
+    return [name for name in shm.list_segments() if shm.owner_pid(name) == owner]
+
+
+@contextlib.contextmanager
+def training_process(tmp_path, deaf: bool = False, start: str = "forkserver"):
+    """Runs TRAINING_PROCESS; yields it and its workers' pids once both sleep in the transform,
+    after checking that a segment of it is held (worker 1's first batch, not mapped yet)."""
+    env = dict(os.environ, MARKS=str(tmp_path), DEAF="1" if deaf else "0")
+    env[WORKER_START_ENV] = start
+    process = subprocess.Popen(
+        [sys.executable, "-c", TRAINING_PROCESS], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        workers = [int(pid) for pid in process.stdout.readline().split()]
+        assert len(workers) == 2
+        wait_for(
+            lambda: {int(mark.name) for mark in tmp_path.iterdir()} == set(workers),
+            "both workers sleep in the transform",
+        )
+        assert segments_of(process.pid)
+        yield process, workers
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+        for name in segments_of(process.pid):  # a failure leaves no segment to later tests
+            shm.unlink(name)
+
+
+@pytest.mark.parametrize("deaf", [False, True], ids=["worker-ends-on-sigterm", "worker-deaf"])
+@pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_a_training_process_killed_mid_epoch_leaves_no_worker_and_no_segment(kill, deaf, tmp_path):
+    with training_process(tmp_path, deaf=deaf) as (process, workers):
+        server = parent_of(workers[0])
+        process.send_signal(kill)
+        assert process.wait(30) == -kill
+        assert_gone([server, *workers], timeout=10.0)
+        assert segments_of(process.pid) == []
+
+
+@pytest.mark.parametrize("start", ["forkserver", "spawn"])
+def test_a_worker_ended_by_sigterm_unlinks_its_slabs_itself(start, tmp_path):
+    with training_process(tmp_path, start=start) as (process, workers):
+        os.kill(workers[1], signal.SIGTERM)
+        assert_gone([workers[1]])
+        # Nothing else removed it: the training process sleeps, the server removes segments
+        # only as it ends.
+        assert segments_of(process.pid) == []
+        assert process.poll() is None

@@ -1,6 +1,6 @@
 """The fork server: one preloaded, single-threaded process that forks a process group's workers.
 
-Started as ``python -m grainlite.engine.forkserver FD PARENT_PID`` by
+Started as ``python -m grainlite.engine.forkserver FD PARENT_PID TAG`` by
 :class:`~grainlite.engine.forkserver_client.ForkServer`, with the worker environment (the one a
 worker started on its own would get: accelerators hidden, BLAS on one thread). It is a fresh
 interpreter, never a fork of the training process: nothing of the training process (its threads,
@@ -25,14 +25,29 @@ FD is one end of a ``SOCK_SEQPACKET`` socket pair, the control channel. The pare
   :data:`~grainlite.engine.forkserver_client.PRELOADED_PACKAGES`), so the workers forked after
   share them instead of each importing them;
 - ``("kill", pid)``: SIGKILLs that worker if the server has not reaped it yet (the server is the
-  only process that can say the pid is still the worker's).
+  only process that can say the pid is still the worker's). The group asks this only of a worker
+  that did not exit within its deadline after Stop, and then closes the channel: the segments
+  such a worker could not unlink are removed as the server ends (below).
 
 Each worker that ends is answered by ``("exited", pid, returncode)`` (``returncode`` as
-:class:`subprocess.Popen` gives it: negative for a signal). When the control channel closes
-(the group closed, or the training process died, even by SIGKILL) or its parent changes, the
-server SIGKILLs the workers left, reaps them and exits: it never leaves a worker without a
-parent that waits for it. A worker whose server dies sees its parent change and exits too
-(:mod:`grainlite.engine.child`).
+:class:`subprocess.Popen` gives it: negative for a signal).
+
+**Ending.** When the control channel closes (the group closed, or the training process died,
+even by SIGKILL or SIGTERM) or its parent changes, the group is over and the server ends it:
+
+1. it sends SIGTERM to every worker left: a worker unlinks its slabs and exits on SIGTERM
+   (:mod:`grainlite.engine.child`). A worker of this server cannot see the training process die
+   by its parent pid (its parent is the server), and one busy in a transform does not read its
+   closed channel, so without this it would never end by itself;
+2. it waits up to :data:`_END_S` for them, then SIGKILLs those left and reaps every one: it never
+   leaves a worker without a parent that waits for it;
+3. with no worker of the group left, it removes the group's segments that remain (those of a
+   worker SIGKILLed, or interrupted as it made one): every segment named with the group's TAG and
+   the training process's pid as owner (:func:`grainlite.shm.remove_tagged`), and exits.
+
+A worker whose server dies (SIGKILLed itself) sees its parent change and exits too, unlinking its
+slabs (:mod:`grainlite.engine.child`); the training process, if it lives, removes the group's
+segments as it closes the group (:mod:`grainlite.engine.process_group`).
 """
 
 from __future__ import annotations
@@ -46,18 +61,26 @@ import select
 import signal
 import socket
 import sys
+import time
 from typing import Any, NoReturn
+
+from grainlite import shm
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _WATCH_S = 0.5  # how often the server checks its parent while nothing happens
+# How long the workers get to exit after SIGTERM as the server ends (they unlink their slabs and
+# exit in milliseconds; one deaf to it, in a C call that blocks signals, is then SIGKILLed and
+# its slabs removed by the server). Well under the client's close() wait (forkserver_client).
+_END_S = 1.0
 
 
 class Server:
     """The server's loop: forks workers, reaps them, reports their exits."""
 
-    def __init__(self, control: socket.socket, parent: int) -> None:
+    def __init__(self, control: socket.socket, parent: int, tag: str) -> None:
         self.control = control
         self.parent = parent
+        self.tag = tag  # the group's tag: its workers' slab names start with it
         self.pid = os.getpid()
         self.workers: dict[int, int] = {}  # pid -> worker index, until reaped
         self.wake_read, self.wake_write = os.pipe()
@@ -156,14 +179,36 @@ class Server:
                 self.send(("exited", pid, os.waitstatus_to_exitcode(status)))
 
     def end(self) -> NoReturn:
-        """Kills the workers left, reaps them, exits."""
-        for pid in list(self.workers):
+        """Ends the group: SIGTERM to the workers left, SIGKILL to those still running after
+        :data:`_END_S`, every one reaped, then the group's segments left removed; exits.
+
+        Never reports over the channel (it is closed, or its reader is gone)."""
+        for pid in self.workers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + _END_S
+        while self.workers and time.monotonic() < deadline:
+            for pid in list(self.workers):
+                if waited(pid, os.WNOHANG):
+                    del self.workers[pid]
+            time.sleep(0.01)
+        for pid in self.workers:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        for pid in list(self.workers):
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        for pid in self.workers:
+            waited(pid, 0)
+        # Every worker is reaped: none can make a segment any more. The group's segments are the
+        # training process's by name (Init.owner_pid), of this group's tag.
+        shm.remove_tagged(self.tag, self.parent)
         os._exit(0)
+
+
+def waited(pid: int, options: int) -> bool:
+    """``os.waitpid(pid, options)``; True once ``pid`` is reaped (or is no child any more)."""
+    try:
+        return os.waitpid(pid, options)[0] == pid
+    except ChildProcessError:
+        return True
 
 
 def fresh_random_state() -> None:
@@ -178,9 +223,12 @@ def fresh_random_state() -> None:
 
 
 def main() -> None:
-    """Entry point: ``python -m grainlite.engine.forkserver FD PARENT_PID``."""
+    """Entry point: ``python -m grainlite.engine.forkserver FD PARENT_PID TAG``.
+
+    PARENT_PID is the training process, the owner its workers record in their slab names; TAG
+    is the group's tag, which starts the name tag of each of its workers' slabs."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
-    parent = int(sys.argv[2])
+    parent, tag = int(sys.argv[2]), sys.argv[3]
     if os.getppid() != parent:  # the parent died while this interpreter started
         os._exit(1)
     # Imported only now that the parent is known alive (a parent killed while this interpreter
@@ -198,7 +246,7 @@ def main() -> None:
     read_records_in_place()
     gc.collect()
     gc.freeze()  # the imports' objects stay out of the collector's reach: their pages stay shared
-    Server(control, parent).serve()
+    Server(control, parent, tag).serve()
 
 
 if __name__ == "__main__":

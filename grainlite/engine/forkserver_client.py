@@ -61,9 +61,11 @@ def use_fork_server() -> bool:
 
 
 class ForkServer:
-    """One server process that forks the workers of one process group."""
+    """One server process that forks the workers of one process group, tagged ``tag`` (the
+    group's tag, which starts its workers' slab names: the server removes those left as it
+    ends)."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], tag: str) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = subprocess.Popen(
@@ -73,6 +75,7 @@ class ForkServer:
                     "grainlite.engine.forkserver",
                     str(theirs.fileno()),
                     str(os.getpid()),
+                    tag,
                 ],
                 pass_fds=(theirs.fileno(),),
                 env=dict(env),
@@ -151,7 +154,7 @@ class ForkServer:
 
     def returncode(self, pid: int, timeout: float | None) -> int | None:
         """The return code of worker ``pid``, waiting up to ``timeout`` s (None: no limit);
-        None if it has not ended by then. Once the server has ended (it kills the workers left
+        None if it has not ended by then. Once the server has ended (it ends the workers left
         as it ends; a worker whose server is killed exits as it sees its parent change), a
         worker that is gone without a report counts as killed (-9)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -173,7 +176,10 @@ class ForkServer:
             return self._codes[pid]
 
     def kill(self, pid: int) -> None:
-        """SIGKILLs worker ``pid`` through the server (directly if the server is gone)."""
+        """SIGKILLs worker ``pid`` through the server (directly if the server is gone).
+
+        A SIGKILLed worker cannot unlink its slabs: the group's close removes them (the server
+        as it ends, and the process group after it)."""
         if pid in self._codes:
             return
         if not self._gone and self._conn is not None:
@@ -186,9 +192,10 @@ class ForkServer:
             os.kill(pid, 9)
 
     def close(self) -> None:
-        """Closes the channel and waits for the server, which kills and reaps any worker left
-        and exits; a server that has not exited after :data:`_CLOSE_S` is killed (its workers
-        then see their parent gone and exit)."""
+        """Closes the channel and waits for the server, which ends and reaps any worker left,
+        removes the group's segments left and exits (see :mod:`grainlite.engine.forkserver`); a
+        server that has not exited after :data:`_CLOSE_S` is killed (its workers then see their
+        parent gone and exit)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None

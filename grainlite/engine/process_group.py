@@ -191,7 +191,7 @@ class ProcessGroup:
         forked at :meth:`preload` or at the first message, whichever comes first, so the server
         imports what the pipeline needs while the parent pickles it."""
         try:
-            server = ForkServer(env)
+            server = ForkServer(env, self.tag)
         except OSError as error:
             raise _start_error(0, self.count, error) from error
         self._servers.append(server)
