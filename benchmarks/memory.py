@@ -3,7 +3,8 @@
 ``python -m benchmarks.memory --workload images --config grainlite-w2 [--records N] [--data F]``
 runs one configuration the way :mod:`benchmarks.measure` does (same source, same pipeline, same
 consumer) and samples the process tree every ``--interval`` seconds. At the sample where the PSS
-of the whole tree is highest it prints, for every process:
+of the whole tree is highest it prints, for every process (the parent, the fork server where
+workers are forked, each worker):
 
 - ``Pss_Anon``: the heap: interpreter objects, imported modules' data, numpy buffers;
 - ``Pss_File``: mapped files (shared libraries, the interpreter binary), split between the
@@ -78,6 +79,15 @@ def shm_mappings(pid: int) -> tuple[int, int]:
 _roles: dict[int, str] = {}
 
 
+def _parent(pid: int) -> int | None:
+    """The parent pid of ``pid`` (None if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
 def _role(pid: int, me: int) -> str:
     if pid == me:
         return "parent"
@@ -90,6 +100,10 @@ def _role(pid: int, me: int) -> str:
         return _roles.get(pid, "exiting")
     if b"grainlite.engine.child" in words:
         role = "worker"
+    elif b"grainlite.engine.forkserver" in words:
+        # A forked worker keeps its fork server's command line: the server is this process's
+        # child, the workers are the server's.
+        role = "fork server" if _parent(pid) == me else "worker"
     else:
         role = b" ".join(words[:3]).decode(errors="replace")[:40]
     _roles[pid] = role

@@ -59,7 +59,24 @@ def smaps(pid: int) -> dict[str, float] | None:
     return values
 
 
-def _children(pid: int) -> list[int]:
+def _roles(parent: int) -> dict[str, dict[str, float] | None]:
+    """PSS rows of ``parent``'s descendants by role: the fork server (a child with children of
+    its own) and every worker, numbered in pid order."""
+    rows: dict[str, dict[str, float] | None] = {}
+    workers: list[int] = []
+    for child in _direct_children(parent):
+        forked = _direct_children(child)
+        if forked:
+            rows["fork server"] = smaps(child)
+            workers += forked
+        else:
+            workers.append(child)
+    for i, pid in enumerate(sorted(workers)):
+        rows[f"worker {i}"] = smaps(pid)
+    return rows
+
+
+def _direct_children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as children:
             return [int(child) for child in children.read().split()]
@@ -71,12 +88,17 @@ _CONFIGS = {"loader": "grainlite-w2", "dataset": "grainlite-ds-w2"}
 LOADER_WORKLOADS = ("images", "small", "small-mem")
 
 
-def probe(workload_name: str, api: str, data: str, seconds: float) -> dict[str, Any]:
+def probe(
+    workload_name: str, api: str, data: str, seconds: float, workers: int = 2
+) -> dict[str, Any]:
     """One run in this process (``--probe``): batch times, CPU time and the memory peak.
 
-    The run is :mod:`benchmarks.measure`'s (same source, pipeline and timed region) with 2
-    workers, through the DataLoader (``api="loader"``) or ``mp_prefetch`` (``"dataset"``).
+    The run is :mod:`benchmarks.measure`'s (same source, pipeline and timed region) with
+    ``workers`` workers (``--probe-workers``, 2 by default), through the DataLoader
+    (``api="loader"``) or ``mp_prefetch`` (``"dataset"``).
     """
+    import dataclasses
+
     import grainlite as grain
     from benchmarks.measure import _build
     from benchmarks.memory import _config
@@ -86,16 +108,15 @@ def probe(workload_name: str, api: str, data: str, seconds: float) -> dict[str, 
     if workload_name == "images":
         import cv2  # noqa: F401  (imported before the clock, as benchmarks.measure does)
 
-    _source, run = _build(workload, _config(workload_name, _CONFIGS[api]), Path(data), 0)
+    config = dataclasses.replace(_config(workload_name, _CONFIGS[api]), workers=workers)
+    _source, run = _build(workload, config, Path(data), 0)
     peak: dict[str, Any] = {"total": 0.0}
     stop = threading.Event()
 
     def sample() -> None:
         me = os.getpid()
         while not stop.wait(0.05):
-            rows = {"parent": smaps(me)} | {
-                f"worker {i}": smaps(c) for i, c in enumerate(_children(me))
-            }
+            rows = {"parent": smaps(me)} | _roles(me)
             known = {role: row for role, row in rows.items() if row}
             total = sum(row["Pss"] for row in known.values())
             if total > peak["total"]:
@@ -353,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--probe", nargs=4, metavar=("WORKLOAD", "API", "DATA", "SECONDS"))
+    parser.add_argument("--probe-workers", type=int, default=2, help="workers of a --probe")
     parser.add_argument("--steps", nargs=3, metavar=("WORKLOAD", "API", "DATA"))
     parser.add_argument("--before", default=DEFAULT_BEFORE)
     parser.add_argument("--repeats", type=int, default=5)
@@ -364,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.probe:
         workload, api, file, seconds = args.probe
-        print(json.dumps(probe(workload, api, file, float(seconds))))
+        print(json.dumps(probe(workload, api, file, float(seconds), args.probe_workers)))
         return 0
     if args.steps:
         print(json.dumps(steps(*args.steps)))

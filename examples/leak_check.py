@@ -30,7 +30,9 @@ def alive(pid: int) -> bool:
 
 
 def live_children(parent: int | None = None) -> set[int]:
-    """Pids of the live (not zombie) child processes of ``parent`` (default: this process).
+    """Pids of the live (not zombie) descendants of ``parent`` (default: this process): its
+    children, their children, and so on. Workers forked by grainlite's fork server are the
+    server's children, the training process's grandchildren: they count too.
 
     Reads ``/proc`` (Linux); elsewhere the set is empty.
     """
@@ -38,12 +40,18 @@ def live_children(parent: int | None = None) -> set[int]:
     children: set[int] = set()
     if not os.path.isdir("/proc"):
         return children
+    by_parent: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         fields = _stat_fields(entry)
-        if fields is None:
-            continue  # the process ended while we looked
-        if int(fields[1]) == parent and fields[0] != "Z":
-            children.add(int(entry))
+        if fields is None or fields[0] in ("Z", "X"):
+            continue  # the process ended while we looked, or is a zombie
+        by_parent.setdefault(int(fields[1]), []).append(int(entry))
+    pending = [parent]
+    while pending:
+        for child in by_parent.get(pending.pop(), []):
+            if child not in children:
+                children.add(child)
+                pending.append(child)
     return children

@@ -183,15 +183,25 @@ def fit(args: argparse.Namespace) -> None:
 
 
 def grainlite_workers() -> set[int]:
-    """This process's live grainlite worker processes."""
-    workers = set()
+    """This process's live grainlite worker processes and the fork server that forks them.
+
+    Its own only: rank 0's descendants include rank 1 (Lightning starts it) and rank 1's
+    loader. A worker or fork server is a child of this process (``python -m
+    grainlite.engine.child`` or ``python -m grainlite.engine.forkserver``), and forked workers
+    are the server's children (they keep its command line)."""
+    workers: set[int] = set()
     for pid in live_children():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as file:
-                if b"grainlite.engine.child" in file.read():
-                    workers.add(pid)
+                command = file.read()
+            with open(f"/proc/{pid}/stat") as file:
+                parent = int(file.read().rsplit(")", 1)[1].split()[1])
         except OSError:
-            pass  # it ended meanwhile
+            continue  # it ended meanwhile
+        if parent == os.getpid() and (
+            b"grainlite.engine.child" in command or b"grainlite.engine.forkserver" in command
+        ):
+            workers |= {pid, *live_children(pid)}
     return workers
 
 

@@ -19,6 +19,7 @@ import pytest
 import grainlite as grain
 from grainlite_tests.support import contracts
 from grainlite_tests.support.device_lab import DEVICE_COUNT, in_lab, lab_session
+from grainlite_tests.support.processes import loader_processes
 from grainlite_tests.support.waiting import wait_for
 
 pytest.importorskip("jax")
@@ -284,7 +285,8 @@ def test_device_transforms_give_the_same_batches_in_every_run_and_any_prefetch()
 
 
 def resources() -> tuple[int, int, int]:
-    """(device threads, child processes, grainlite segments of this process) now."""
+    """(device threads, child processes, grainlite segments of this process) now: the child
+    processes are the loader's workers and their fork server (``loader_processes``)."""
     from leak_check import live_children
 
     from grainlite import shm
@@ -298,7 +300,7 @@ def test_close_ends_the_thread_the_workers_and_their_shared_memory():
     batches = grain.device_put(make_loader(workers=1), prefetch=2)
     next(batches)
     threads, children, _ = resources()
-    assert (threads, children) == (1, 1)  # measured while held
+    assert (threads, children) == (1, loader_processes(1))  # measured while held
     batches.close()
     assert resources() == (0, 0, 0)
     batches.close()  # idempotent
@@ -324,7 +326,7 @@ def test_close_returns_only_after_the_thread_has_ended():
 def test_garbage_collection_ends_an_abandoned_device_iterator():
     batches = grain.device_put(make_loader(workers=1), prefetch=2)
     next(batches)
-    assert resources()[:2] == (1, 1)
+    assert resources()[:2] == (1, loader_processes(1))
     del batches
     gc.collect()
     wait_for(lambda: resources() == (0, 0, 0), "no thread, process or segment left", DEADLINE_S)

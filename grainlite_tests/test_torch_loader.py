@@ -13,6 +13,7 @@ from leak_check import live_children
 
 import grainlite as grain
 from grainlite.torch import TorchDataLoader
+from grainlite_tests.support.processes import loader_processes
 from grainlite_tests.support.torch_records import KeepEven, records
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,8 +27,9 @@ def session_children():
     SESSION_CHILDREN.update(live_children())
 
 
-def workers() -> set[int]:
-    """The worker processes started during this test (the session's helpers excluded)."""
+def started() -> set[int]:
+    """The processes loaders started during this test (the session's helpers excluded): their
+    workers, and the fork server that forks them where workers are forked."""
     return live_children() - SESSION_CHILDREN
 
 
@@ -153,9 +155,9 @@ def test_iter_starts_nothing_until_the_first_next():
         data_source=records(8), operations=[grain.Batch(2)], worker_count=2
     ) as loader:
         iterator = iter(loader)
-        assert not workers()
+        assert not started()
         next(iterator)
-        assert len(workers()) == 2
+        assert len(started()) == loader_processes(2)
 
 
 @pytest.mark.parametrize(
@@ -170,8 +172,8 @@ def test_the_same_worker_processes_serve_every_epoch(operations):
         seen = []
         for _ in range(3):
             assert epoch_ids(loader)
-            seen.append(workers())
-        assert len(seen[0]) == 2 and seen[0] == seen[1] == seen[2]
+            seen.append(started())
+        assert len(seen[0]) == loader_processes(2) and seen[0] == seen[1] == seen[2]
 
 
 def resume_at_every_batch(make, epochs: int = 2, new_loader_at: tuple[int, ...] = (1,)) -> None:
@@ -331,22 +333,22 @@ def test_close_stops_the_workers_at_once_and_the_loader_can_start_again():
     loader = TorchDataLoader(data_source=records(8), operations=[grain.Batch(2)], worker_count=2)
     with loader:
         next(iter(loader))
-        assert len(workers()) == 2
-    assert not workers()
+        assert len(started()) == loader_processes(2)
+    assert not started()
     assert (loader.state_dict()["epoch"], loader.state_dict()["batch"]) == (0, 1)
     assert len(epoch_ids(loader)) == 4
     loader.close()
     loader.close()
-    assert not workers()
+    assert not started()
 
 
 def test_a_forgotten_loader_leaves_no_workers_once_collected():
     loader = TorchDataLoader(data_source=records(8), operations=[grain.Batch(2)], worker_count=2)
     next(iter(loader))
-    assert len(workers()) == 2
+    assert len(started()) == loader_processes(2)
     del loader
     gc.collect()
-    assert not workers()
+    assert not started()
 
 
 def test_set_epoch_refuses_a_negative_epoch():

@@ -21,7 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from grainlite_tests.support.fault_dataset_scenarios import STARTING_JOB, processes_with
+from grainlite_tests.support.fault_dataset_scenarios import (
+    STARTING_JOB,
+    processes_left_with,
+    processes_with,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,11 +48,7 @@ def test_no_worker_outlives_a_parent_killed_while_its_workers_start():
             time.sleep(delay)
             job.send_signal(signal.SIGKILL)
             job.wait()
-            deadline = time.monotonic() + 5.0
-            left = processes_with(mark)
-            while left and time.monotonic() < deadline:
-                time.sleep(0.05)
-                left = processes_with(mark)
+            left = processes_left_with(mark)
             if left:
                 survivors[delay] = left
         finally:

@@ -9,7 +9,11 @@ transform that imports JAX never takes an accelerator.
 
 It speaks the protocol of :mod:`grainlite.engine.protocol`. It exits when told to stop, when the
 socket closes (the parent is gone, even by SIGKILL) and, as a backstop for a worker busy in a long
-transform, when its parent pid changes.
+transform, when its parent pid changes. Each way unlinks its slabs' names first
+(:meth:`Worker.exit`), and so does SIGTERM, which then ends the process as its default action
+would: it is how the fork server ends its workers when the training process is gone (their
+parent, the server, lives on, so the parent watch cannot see it), and how Slurm or Kubernetes end
+a job's processes.
 """
 
 from __future__ import annotations
@@ -103,6 +107,18 @@ class Worker:
         if self.pool is not None:
             self.pool.close()
         os._exit(code)
+
+    def terminate(self, signum: int, frame: Any) -> None:
+        """SIGTERM's handler: unlinks the slabs' names, then ends by SIGTERM's default action
+        (the exit status still says "killed by SIGTERM").
+
+        A slab made while the signal came, not yet in the pool, is left: the fork server removes
+        what its workers left once they are all gone, and the process group as it closes."""
+        if self.pool is not None:
+            self.pool.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        os._exit(128 + signal.SIGTERM)  # not reached: the signal ends the process
 
     # Producing -------------------------------------------------------------------------------
     def run(self, pipeline: WorkerPipeline, worker: int, workers: int, state: Any) -> None:
@@ -248,14 +264,22 @@ def main() -> None:
     The parent's pid comes from the parent: read here with ``os.getppid()``, a parent that died
     while this interpreter started would already read as pid 1, and the worker would never see
     it go."""
+    start(int(sys.argv[1]), int(sys.argv[2]))
+
+
+def start(fd: int, parent: int) -> None:
+    """Runs a worker on the socket ``fd`` until it is told to stop or ``parent`` is gone.
+
+    ``parent`` is the pid of the process that started this one: the training process, or the
+    fork server (:mod:`grainlite.engine.forkserver`) that forked it."""
     limit_arenas()  # before any thread starts (see grainlite.engine.malloc)
     read_records_in_place()  # a large list of records stays one buffer (see packed_records)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # The parent sends SIGUSR1 when this worker is silent for long: print every thread's stack.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    conn = Channel(int(sys.argv[1]))
+    conn = Channel(fd)
     worker = Worker(conn)
-    parent = int(sys.argv[2])
+    signal.signal(signal.SIGTERM, worker.terminate)  # before Init: no slab exists until then
     if os.getppid() != parent:  # the parent died while this interpreter started
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(worker, parent), daemon=True).start()

@@ -129,6 +129,9 @@ class WorkerStream:
         shm.remove_stale_segments_automatically()
         blob = self._pipeline.pickled()
         self._pipeline.release_readers()  # only the workers read
+        preload = getattr(self._group, "preload", None)  # a fork server imports ahead
+        if preload is not None:
+            preload(blob)
         for w in range(self._workers):
             tag = _worker_tag(self._tag, w)
             init = Init(blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits)

@@ -27,6 +27,12 @@ from typing import Any
 
 from grainlite import shm
 from grainlite.engine.channel import Channel
+from grainlite.engine.forkserver_client import (
+    ForkedProcess,
+    ForkServer,
+    preloadable_modules,
+    use_fork_server,
+)
 from grainlite.engine.protocol import Stop, ToParent, ToWorker
 from grainlite.engine.remote_errors import worker_died
 from grainlite.errors import ResourceLimitError, WorkerDiedError
@@ -38,7 +44,7 @@ _EXIT_DEADLINE_S = 1.0
 
 @dataclass
 class _Handle:
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | ForkedProcess
     conn: Channel
 
 
@@ -126,21 +132,28 @@ class ProcessGroup:
         self.count = count
         self.tag = tag
         self._handles: list[_Handle] = []
-        self._finalizer = weakref.finalize(self, _shutdown, self._handles, tag, os.getpid())
+        self._servers: list[ForkServer] = []  # the fork server, where workers are forked
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._handles, tag, os.getpid(), self._servers
+        )
 
     @property
     def started(self) -> bool:
         """True while the processes run."""
-        return bool(self._handles)
+        return bool(self._handles) or bool(self._servers)
 
     def start(self) -> None:
-        """Starts every interpreter at once, so their start-up overlaps; returns before they run."""
+        """Starts every worker at once, so their start-up overlaps; returns before they run.
+
+        Where :func:`~grainlite.engine.forkserver_client.use_fork_server` (Linux, by default),
+        one fork server process (a fresh interpreter with the worker environment that imported
+        the engine) forks every worker; elsewhere each worker is a fresh interpreter."""
         env = worker_environment()
+        if use_fork_server():
+            self._start_forked(env)
+            return
         for worker in range(self.count):
-            try:
-                parent_end, child_end = socket.socketpair()
-            except OSError as error:
-                raise _start_error(worker, self.count, error) from error
+            parent_end, child_end = self._socket_pair(worker)
             try:
                 process = subprocess.Popen(
                     [
@@ -167,9 +180,53 @@ class ProcessGroup:
                 child_end.close()
             self._handles.append(_Handle(process, Channel(parent_end.detach())))
 
+    def _socket_pair(self, worker: int) -> tuple[socket.socket, socket.socket]:
+        try:
+            return socket.socketpair()
+        except OSError as error:
+            raise _start_error(worker, self.count, error) from error
+
+    def _start_forked(self, env: dict[str, str]) -> None:
+        """Starts the fork server (see :mod:`grainlite.engine.forkserver`); the workers are
+        forked at :meth:`preload` or at the first message, whichever comes first, so the server
+        imports what the pipeline needs while the parent pickles it."""
+        try:
+            server = ForkServer(env, self.tag)
+        except OSError as error:
+            raise _start_error(0, self.count, error) from error
+        self._servers.append(server)
+
+    def preload(self, pipeline: bytes) -> None:
+        """Has the fork server import the modules the pickled ``pipeline`` names (those of
+        :func:`~grainlite.engine.forkserver_client.preloadable_modules`), then forks the
+        workers: each worker finds them imported. Nothing where workers are not forked."""
+        if self._servers and not self._handles:
+            self._servers[0].preload(preloadable_modules(pipeline))
+        self._fork_workers()
+
+    def _fork_workers(self) -> None:
+        """Asks the fork server for every worker, once."""
+        if not self._servers or self._handles:
+            return
+        server = self._servers[0]
+        for worker in range(self.count):
+            parent_end, child_end = self._socket_pair(worker)
+            try:
+                process = server.fork(worker, child_end.fileno())
+            except BaseException:
+                parent_end.close()
+                raise
+            finally:
+                child_end.close()
+            self._handles.append(_Handle(process, Channel(parent_end.detach())))
+
+    def _handle(self, worker: int) -> _Handle:
+        self._fork_workers()
+        return self._handles[worker]
+
     def pid(self, worker: int) -> int:
         """The process id of ``worker``."""
-        return self._handles[worker].process.pid
+        return self._handle(worker).process.pid
 
     def dump_stacks(self, worker: int) -> None:
         """Asks ``worker`` to print its threads' Python stacks to its standard error."""
@@ -178,7 +235,7 @@ class ProcessGroup:
 
     def send(self, worker: int, message: ToWorker) -> None:
         """Sends a message; raises OSError if the worker is gone."""
-        self._handles[worker].conn.send_bytes(pickle.dumps(message, _PROTOCOL))
+        self._handle(worker).conn.send_bytes(pickle.dumps(message, _PROTOCOL))
 
     def send_quietly(self, worker: int, message: ToWorker) -> None:
         """Sends a message if the worker is still there (a dead one is reported when read)."""
@@ -189,12 +246,12 @@ class ProcessGroup:
         """True once ``worker`` has a message waiting (or has ended), within ``timeout`` s."""
         if timeout is None:
             return True  # the read that follows blocks as long as it takes
-        readable, _, _ = select.select([self._handles[worker].conn], [], [], timeout)
+        readable, _, _ = select.select([self._handle(worker).conn], [], [], timeout)
         return bool(readable)
 
     def receive(self, worker: int) -> ToParent:
         """The next message of ``worker``; raises WorkerDiedError if it ended without one."""
-        handle = self._handles[worker]
+        handle = self._handle(worker)
         try:
             data = handle.conn.recv_bytes()
         except (EOFError, OSError):
@@ -202,8 +259,11 @@ class ProcessGroup:
         message: ToParent = pickle.loads(data)
         return message
 
-    def _died(self, worker: int) -> WorkerDiedError:
-        process = self._handles[worker].process
+    def _died(self, worker: int) -> WorkerDiedError | ResourceLimitError:
+        process = self._handle(worker).process
+        failure = process.failure() if isinstance(process, ForkedProcess) else None
+        if failure is not None:  # the fork server could not fork it
+            return _start_error(worker, self.count, failure)
         try:
             code = process.wait(_EXIT_DEADLINE_S)
         except subprocess.TimeoutExpired:
@@ -215,7 +275,7 @@ class ProcessGroup:
         self._finalizer()
 
 
-def _shutdown(handles: list[_Handle], tag: str, creator: int) -> None:
+def _shutdown(handles: list[_Handle], tag: str, creator: int, servers: list[ForkServer]) -> None:
     if os.getpid() != creator:
         # A child made by os.fork() inherited this group: the workers and their shared memory
         # belong to the parent, which still uses them. The child leaves them alone.
@@ -237,6 +297,9 @@ def _shutdown(handles: list[_Handle], tag: str, creator: int) -> None:
                 handle.process.wait()
                 handle.conn.close()
             handles.clear()
+            for server in servers:
+                server.close()  # it has reaped every worker; now it exits
+            servers.clear()
             shm.remove_tagged(tag)
 
 

@@ -43,8 +43,10 @@ full buffer), and once more before End. The parent keeps the latest per worker, 
 generation. Nothing waits for a report: the element path never blocks on stats.
 
 **Ending.** A worker exits on Stop, when its channel closes (the parent is gone, even killed by
-SIGKILL) and, for a worker busy in a long transform, when its parent pid changes. The parent
-stops all workers against one shared deadline and kills those that have not exited by then.
+SIGKILL), on SIGTERM (how a fork server ends the workers of a training process that is gone) and,
+for a worker busy in a long transform, when its parent pid changes; each way, it unlinks its slabs'
+names first. The parent stops all workers against one shared deadline and kills those that have
+not exited by then.
 """
 
 from __future__ import annotations

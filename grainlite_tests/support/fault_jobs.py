@@ -174,7 +174,7 @@ def interrupted(workers: int, delay: float) -> None:
 
 
 def _live_children() -> list[int]:
-    """Pids of this process's live (not zombie) children."""
+    """Pids of this process's live (not zombie) descendants: its workers and fork servers."""
     here = os.path.dirname(os.path.abspath(__file__))  # grainlite_tests/support/
     examples = os.path.normpath(os.path.join(here, os.pardir, os.pardir, "examples"))
     if examples not in sys.path:
@@ -187,9 +187,10 @@ def _live_children() -> list[int]:
 def many_loaders(count: int, rounds: int) -> None:
     """``rounds`` times: ``count`` loaders with 2 workers each alive at once, read, then closed.
 
-    Reports, for every round, the workers alive while the loaders were open, those still alive
-    after close (waited for up to 5 s), the open file descriptors and this process's segments
-    after close.
+    Reports, for every round, the loaders' workers while they were open, those of them not among
+    this process's live descendants then, the descendants then (the workers and their fork
+    servers), the descendants still alive after close (waited for up to 5 s), the open file
+    descriptors and this process's segments after close.
     """
     from grainlite import shm
 
@@ -204,7 +205,9 @@ def many_loaders(count: int, rounds: int) -> None:
         ]
         iterators = [iter(loader) for loader in loaders]
         firsts = [next(iterator) for iterator in iterators]
-        workers = _live_children()
+        workers = sorted(pid for iterator in iterators for pid in iterator._stream.pids())
+        processes = _live_children()
+        missing = sorted(set(workers) - set(processes))  # a worker not seen as a descendant
         for iterator in iterators:
             iterator.close()
         deadline = time.monotonic() + 5
@@ -215,6 +218,8 @@ def many_loaders(count: int, rounds: int) -> None:
             {
                 "firsts": firsts,
                 "workers": workers,
+                "missing": missing,
+                "processes": processes,
                 "left": _live_children(),
                 "fds": len(os.listdir("/proc/self/fd")),
                 "segments": mine,

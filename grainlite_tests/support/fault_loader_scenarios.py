@@ -3,7 +3,6 @@ odd user code, samplers, many loaders and hostile checkpoints."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -31,6 +30,7 @@ from grainlite_tests.support.fault_registry import (
     start_job,
     timed,
 )
+from grainlite_tests.support.processes import loader_processes
 
 # --- Corrupted data -------------------------------------------------------------------------
 
@@ -362,7 +362,10 @@ def twenty_loaders(tmp: Path) -> str:
     with timed(60) as elapsed:
         for iterator in iterators:
             next(iterator)
-        assert len(live_children() - children_before) == 40
+        workers = {pid for iterator in iterators for pid in iterator._stream.pids()}
+        started = live_children() - children_before  # the workers and their fork servers
+        assert len(workers) == 40 and workers <= started
+        assert len(started) == 20 * loader_processes(2), f"{len(started)} processes: {started}"
         for iterator in iterators:
             iterator.close()
     deadline = time.monotonic() + 5
@@ -533,11 +536,13 @@ def set_state_after_worker_death(tmp: Path) -> str:
     with iter(loader) as iterator:
         first = [next(iterator) for _ in range(5)]
         state = iterator.get_state()
-        for pid in iterator._stream.pids():
+        workers = iterator._stream.pids()
+        for pid in workers:
             os.kill(pid, signal.SIGKILL)
-        for pid in iterator._stream.pids():
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        # Dead before set_state() (the workers are the fork server's children: not waitpid's).
+        deadline = time.monotonic() + 10
+        while any(is_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
         iterator.set_state(state)
         rest = list(iterator)
     assert first + rest == list(range(20))

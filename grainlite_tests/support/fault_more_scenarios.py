@@ -33,6 +33,7 @@ from grainlite_tests.support.fault_registry import (
     scenario,
     start_job,
 )
+from grainlite_tests.support.processes import loader_processes
 
 # --- Corrupted data: a TFDS directory with a missing shard ------------------------------------
 
@@ -131,6 +132,9 @@ def many_loaders_in_several_processes(tmp: Path) -> str:
         for number, done in enumerate(rounds):
             assert done["firsts"] == [0] * LOADERS, done
             assert len(done["workers"]) == 2 * LOADERS, f"round {number}: {done['workers']}"
+            assert not done["missing"], f"round {number}: not seen as descendants: {done}"
+            processes = done["processes"]  # the workers and their fork servers
+            assert len(processes) == LOADERS * loader_processes(2), f"round {number}: {done}"
             assert not done["left"], f"round {number}: workers outlived close(): {done['left']}"
             assert not done["segments"], f"round {number}: segments left: {done['segments']}"
             workers += done["workers"]
