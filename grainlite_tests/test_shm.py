@@ -22,6 +22,8 @@ API = {
     "owner_pid": "(name: str) -> int | None",
     "remove_stale_segments": "() -> list[StaleSegment]",
     "remove_stale_segments_automatically": "() -> None",
+    "memory_key": "() -> str | None",
+    "owned_prefix": "(owner_pid: int, tag: str) -> str",
     "remove_tagged": "(tag_prefix: str, owner_pid: int | None = None) -> None",
     "segment_name": "(tag: str, owner_pid: int | None = None) -> str",
     "stale_segments": "() -> list[StaleSegment]",
