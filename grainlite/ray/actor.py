@@ -1,9 +1,12 @@
 """The worker side of :class:`grainlite.ray.RayWorkers`: grainlite's worker loop in a Ray actor.
 
 A :class:`WorkerActor` runs :class:`grainlite.engine.child.Worker` in a thread, speaking the same
-protocol as a local worker process. Instead of a socket it has two queues: ``post(seq, data)``
-puts the parent's messages in (in the parent's order, whatever order Ray runs the calls in) and
-``take()`` returns the messages the worker has sent since the last call (waiting for one).
+protocol as a local worker process. On the training process's host it speaks it over a socket
+to the training process (:mod:`grainlite.ray.direct`), as a local worker does, with no Ray call
+per element. Elsewhere (or where it cannot connect) it has two queues instead: ``post(seq,
+data)`` puts the parent's messages in (in the parent's order, whatever order Ray runs the calls
+in) and ``take()`` returns the messages the worker has sent since the last call (waiting for
+one).
 
 How an element's arrays travel depends on where the actor runs:
 
@@ -42,7 +45,7 @@ from grainlite import shm
 from grainlite.engine.child import Worker
 from grainlite.engine.protocol import Element, Init
 from grainlite.engine.transport import dumps_out_of_band
-from grainlite.ray import janitor
+from grainlite.ray import direct, janitor
 from grainlite.tree import map_leaves_keeping_order
 
 # An element whose arrays hold at most this many bytes travels inside the reply as bytes (Ray
@@ -153,6 +156,19 @@ def _start_janitor(owner: int, tag: str) -> None:
     threading.Thread(target=start, name="grainlite-janitor-start", daemon=True).start()
 
 
+def _serve_channel(channel: Any) -> None:
+    """Runs the worker loop over the socket to the training process (its first message is the
+    Init); the worker writes its elements into shared-memory slabs."""
+    try:
+        init = pickle.loads(channel.recv_bytes())
+    except (EOFError, OSError):
+        return  # the group closed before it sent the work
+    if not isinstance(init, Init):
+        return  # stopped before it had work
+    _start_janitor(init.owner_pid, init.tag)
+    RayWorker(channel, shared=True).serve(init)
+
+
 def unpack(item: Any) -> Any:
     """The parent's side of :meth:`RayWorker.pack` (and of the plain pickled messages)."""
     if type(item) is tuple:
@@ -164,9 +180,18 @@ def unpack(item: Any) -> Any:
 class WorkerActor:
     """One worker as a Ray actor (made remote by :mod:`grainlite.ray.group`)."""
 
-    def __init__(self, memory_key: str | None = None) -> None:
+    def __init__(
+        self, memory_key: str | None = None, address: direct.Address | None = None
+    ) -> None:
         # The training process's shared-memory key (None: it asked for the object store).
         self._shared = memory_key is not None and memory_key == shm.memory_key()
+        # On its host, the actor speaks to the training process over a socket of its own
+        # (grainlite.ray.direct), where it can connect; else through Ray calls (post, take).
+        self._channel = direct.connect(address) if self._shared and address else None
+        if self._channel is not None:
+            threading.Thread(
+                target=_serve_channel, args=(self._channel,), name="grainlite-worker", daemon=True
+            ).start()
         self._queues = _Queues()
         self._lock = threading.Lock()
         self._next = 0
@@ -180,11 +205,17 @@ class WorkerActor:
         ``"object store"``."""
         return "shared memory" if self._shared else "object store"
 
-    def hello(self) -> tuple[int, str]:
-        """This actor's process id and node address, for messages about it."""
+    def messages_travel(self) -> str:
+        """How the protocol's messages travel: ``"socket"`` (grainlite's own, on the training
+        process's host) or ``"ray calls"``."""
+        return "socket" if self._channel is not None else "ray calls"
+
+    def hello(self) -> tuple[int, str, bool]:
+        """This actor's process id and node address (for messages about it), and whether it
+        connected to the training process's socket (then every message goes there)."""
         import ray
 
-        return os.getpid(), ray.util.get_node_ip_address()
+        return os.getpid(), ray.util.get_node_ip_address(), self._channel is not None
 
     def post(self, seq: int, data: bytes) -> None:
         """Delivers the parent's message number ``seq``; messages reach the worker in order."""

@@ -2,7 +2,11 @@
 
 :class:`RayGroup` has the methods of :class:`grainlite.engine.process_group.ProcessGroup` that
 :class:`grainlite.engine.parent.WorkerStream` uses, so the merge, the credits and the states are
-the engine's own. Each actor has ``TAKES_IN_FLIGHT`` ``take()`` calls outstanding, numbered so it
+the engine's own. An actor on this host (one that shares this process's shared memory) connects
+to a socket of this process (:mod:`grainlite.ray.direct`) as it starts, and its messages travel
+there as a local worker's do, with no Ray call per element; until its ``hello`` says whether it
+connected, the messages for it wait here. With the others the messages travel as Ray calls:
+each such actor has ``TAKES_IN_FLIGHT`` ``take()`` calls outstanding, numbered so it
 answers them in order; a reply (the worker's next messages) waits in Ray's object store until the
 merge reads it, and the parent's next message to that worker (the element's credit) makes the
 next call, so the round trips overlap and an element costs one call. Other messages go out as
@@ -24,22 +28,26 @@ import collections
 import contextlib
 import os
 import pickle
+import select
 import time
 import weakref
 from typing import Any
 
 from grainlite import _optional, shm
+from grainlite.engine.channel import Channel
 from grainlite.engine.process_group import hidden_accelerators, import_path
 from grainlite.engine.protocol import Ack, ToParent, ToWorker
 from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
 from grainlite.ray.actor import TAKES_IN_FLIGHT, WorkerActor, unpack
 from grainlite.ray.connect import connect
+from grainlite.ray.direct import DirectListener, close_all
 from grainlite.ray.health import ClusterHealth
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _POLL_S = 1.0  # a blocking read checks the cluster connection this often
 _REASON_CHARS = 600
 _GONE_WAIT_S = 5.0  # how long close waits for killed actors of this host to end
+_DEATH_WAIT_S = 10.0  # how long Ray may take to report why an actor's socket closed
 
 _remote_class: Any = None
 
@@ -74,9 +82,23 @@ class RayGroup:
         self._seq: list[int] = []
         # Slabs the user freed, per worker, not sent yet: they go with the next message to it.
         self._released: list[list[int]] = []
+        # Where each worker's messages travel: its socket, or Ray calls (None) once resolved.
+        self._channels: list[Channel | None] = []
+        self._resolved: list[bool] = []
+        self._unsent: list[list[ToWorker]] = []  # messages held until a worker is resolved
+        self._readable: list[bool] = []  # a select() said the worker's socket has a message
+        self._listeners: list[DirectListener] = []
         self._health = ClusterHealth()
         self._finalizer = weakref.finalize(
-            self, _kill, self._actors, os.getpid(), self._health, self._hello, tag
+            self,
+            _kill,
+            self._actors,
+            os.getpid(),
+            self._health,
+            self._hello,
+            tag,
+            self._channels,
+            self._listeners,
         )
 
     @property
@@ -98,9 +120,17 @@ class RayGroup:
         if needs:
             options["resources"] = needs
         cls = _actor_class(ray).options(**options)
-        for _ in range(self.count):
-            self._actors.append(cls.remote(self._memory_key))
+        listener = DirectListener.open(self.count) if self._memory_key is not None else None
+        if listener is not None:
+            self._listeners.append(listener)
+        for worker in range(self.count):
+            address = None if listener is None else listener.address(worker)
+            self._actors.append(cls.remote(self._memory_key, address))
         self._hello[:] = [actor.hello.remote() for actor in self._actors]
+        self._channels[:] = [None] * self.count
+        self._resolved = [listener is None] * self.count  # no listener: every one by Ray calls
+        self._unsent = [[] for _ in self._actors]
+        self._readable = [False] * self.count
         self._pending = [collections.deque() for _ in self._actors]  # the first send() asks
         self._takes = [0] * self.count
         self._buffered = [collections.deque() for _ in self._actors]
@@ -118,7 +148,8 @@ class RayGroup:
                 return -1, "an unknown node"
             try:
                 # A dead actor answers at once (an error); a live one under load may take seconds.
-                self._known[worker] = ray.get(self._hello[worker], timeout=10.0)
+                pid, node, _ = ray.get(self._hello[worker], timeout=10.0)
+                self._known[worker] = (pid, node)
             except Exception:
                 return -1, "an unknown node"
         return self._known[worker]
@@ -130,13 +161,27 @@ class RayGroup:
                 self._actors[worker].dump_stacks.remote()
 
     def send(self, worker: int, message: ToWorker) -> None:
-        """Sends a message (a Ray call; a dead actor is reported when read).
+        """Sends a message (on the worker's socket, or as a Ray call; a dead actor is reported
+        when read).
 
-        Raises ClusterConnectionError (an OSError, as a local worker's closed socket gives) when
-        this process is no longer connected to Ray.
+        Raises OSError where the worker's socket is closed, and ClusterConnectionError (an
+        OSError, as a local worker's closed socket gives) when this process is no longer
+        connected to Ray.
         """
-        if not _ray().is_initialized():
+        channel = self._channels[worker]
+        if channel is not None:
+            channel.send_bytes(pickle.dumps(message, _PROTOCOL))
+            return
+        ray = _ray()
+        if not ray.is_initialized():
             raise _disconnected(None)
+        if not self._resolved[worker]:
+            self._unsent[worker].append(message)
+            self._resolve(ray, 0.0)
+            return
+        self._send_by_call(worker, message)
+
+    def _send_by_call(self, worker: int, message: ToWorker) -> None:
         released = self._released[worker]
         if type(message) is Ack:
             if not message.credit:  # freed slabs only: each Ray call costs; they wait for one
@@ -149,6 +194,41 @@ class RayGroup:
             self._released[worker] = []
             self._call(worker, Ack(0, released))
         self._call(worker, message)
+
+    def _resolve(self, ray: Any, timeout: float) -> None:
+        """Learns, of each actor whose ``hello`` lands within ``timeout`` s, whether it connected
+        to this process's socket, and sends it the messages held for it there or by Ray calls.
+
+        An actor that died before its ``hello`` goes to Ray calls, which report its death."""
+        waiting = {self._hello[w]: w for w in range(self.count) if not self._resolved[w]}
+        if not waiting:
+            return
+        refs = list(waiting)
+        landed, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+        if landed:
+            landed, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in landed:
+            worker = waiting[ref]
+            try:
+                pid, node, connected = ray.get(ref, timeout=0)
+                self._known[worker] = (pid, node)
+            except Exception:
+                connected = False
+            channel = self._listeners[0].channel(worker) if connected else None
+            if connected and channel is None:
+                raise self._died(worker, ConnectionError("its socket sent no handshake"))
+            self._resolved[worker] = True
+            self._channels[worker] = channel
+            unsent, self._unsent[worker] = self._unsent[worker], []
+            for message in unsent:
+                if channel is None:
+                    self._send_by_call(worker, message)
+                else:
+                    with contextlib.suppress(OSError):  # reported when read
+                        channel.send_bytes(pickle.dumps(message, _PROTOCOL))
+        if all(self._resolved):
+            for listener in self._listeners:
+                listener.close()
 
     def _call(self, worker: int, message: ToWorker) -> None:
         """One Ray call with ``message`` (and a take() where fewer than TAKES_IN_FLIGHT wait)."""
@@ -178,25 +258,68 @@ class RayGroup:
         :meth:`receive`, so an element costs one Ray call here, not a wait and a get. Raises
         WorkerDiedError if the actor died.
         """
-        if timeout is None or self._buffered[worker]:
+        if timeout is None or self._buffered[worker] or self._readable[worker]:
             return True
         ray = _ray()
         deadline = time.monotonic() + timeout
         while True:
             self._check_connected(ray)
             left = deadline - time.monotonic()
-            if self._fetch(ray, worker, max(0.0, min(_POLL_S, left))):
+            step = max(0.0, min(_POLL_S, left))
+            if not self._resolved[worker]:
+                if not ray.is_initialized():
+                    raise _disconnected(None)
+                self._resolve(ray, step)
+                if self._resolved[worker]:
+                    continue
+            elif self._landed(ray, worker, step):
                 return True
             if left <= _POLL_S:
                 return False
 
+    def _landed(self, ray: Any, worker: int, timeout: float) -> bool:
+        """True if a message of ``worker`` is here or lands within ``timeout`` s."""
+        channel = self._channels[worker]
+        if channel is None:
+            return self._fetch(ray, worker, timeout)
+        if not ray.is_initialized():
+            raise _disconnected(None)
+        readable, _, _ = select.select([channel], [], [], timeout)
+        self._readable[worker] = bool(readable)
+        return self._readable[worker]
+
     def receive(self, worker: int) -> ToParent:
         """The next message of ``worker``; raises WorkerDiedError if its actor died."""
-        buffered = self._buffered[worker]
-        if not buffered:
+        if not (self._buffered[worker] or self._readable[worker]):
             self.ready(worker, float("inf"))
-        message: ToParent = unpack(buffered.popleft())
+        channel = self._channels[worker]
+        message: ToParent
+        if channel is None:
+            message = unpack(self._buffered[worker].popleft())
+            return message
+        self._readable[worker] = False
+        try:
+            data = channel.recv_bytes()
+        except (EOFError, OSError):
+            raise self._socket_closed(worker) from None
+        message = pickle.loads(data)
         return message
+
+    def _socket_closed(self, worker: int) -> Exception:
+        """The error for ``worker``'s socket closing: Ray's reason where the actor died."""
+        ray = _ray()
+        if not ray.is_initialized():
+            return _disconnected(None)
+        try:
+            ray.get(self._actors[worker].hello.remote(), timeout=_DEATH_WAIT_S)
+        except _actor_gone(ray) as error:
+            return self._died(worker, error)
+        except ray.exceptions.GetTimeoutError:
+            why = f"its socket closed, and it did not answer for {_DEATH_WAIT_S:g} s"
+            return self._died(worker, TimeoutError(why))
+        except (ray.exceptions.RayError, ValueError) as error:
+            return _disconnected(error)
+        return self._died(worker, ConnectionError("its socket to this process closed"))
 
     def _fetch(self, ray: Any, worker: int, timeout: float) -> bool:
         """Reads ``worker``'s oldest reply into its buffer if it lands within ``timeout`` s."""
@@ -259,10 +382,21 @@ class RayGroup:
 
 
 def _kill(
-    actors: list[Any], creator: int, health: ClusterHealth, hellos: list[Any], tag: str
+    actors: list[Any],
+    creator: int,
+    health: ClusterHealth,
+    hellos: list[Any],
+    tag: str,
+    channels: list[Channel | None],
+    listeners: list[DirectListener],
 ) -> None:
     if os.getpid() != creator or not actors:
         return  # a forked child leaves its parent's actors alone
+    close_all(channels)  # the actors' workers see the end of their socket and make no more
+    channels.clear()
+    for listener in listeners:
+        listener.close()
+    listeners.clear()
     try:
         import ray
     except ImportError:  # pragma: no cover - actors exist only if ray imported
@@ -291,7 +425,7 @@ def _local_pids(ray: Any, hellos: list[Any]) -> list[int]:
         answered, _ = ray.wait(list(hellos), num_returns=len(hellos), timeout=1.0)
         for hello in answered:
             with contextlib.suppress(Exception):  # a dead actor answers with its error
-                pid, node = ray.get(hello, timeout=0)
+                pid, node, _ = ray.get(hello, timeout=0)
                 if node == here:
                     pids.append(int(pid))
     return pids
