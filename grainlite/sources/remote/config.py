@@ -5,14 +5,15 @@ asks come from the standard places, with no code change: for S3 and S3-compatibl
 (MinIO, SeaweedFS, R2) ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``), ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, a profile (``AWS_PROFILE``, read
 with boto3 when it is installed) and instance metadata; for GCS Google's application default
-credentials (``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's login, the metadata server).
+credentials (``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's login, the metadata server), and
+``STORAGE_EMULATOR_HOST`` for an emulator (fake-gcs-server), as Google's client libraries read it.
 
 ``storage_options`` (a dict) overrides them per call. Its keys are obstore's store settings
 (``endpoint``, ``access_key_id``, ``secret_access_key``, ``session_token``, ``region``,
-``skip_signature`` ...; for GCS ``service_account_path`` ...), the fsspec spellings users know
-(``endpoint_url``, ``key``, ``secret``, ``token``, ``region_name``, ``anon``), ``profile``, and
-grainlite's request settings (:class:`RequestOptions`): ``max_retries``, ``timeout``,
-``connect_timeout``, ``backoff``, ``max_backoff``.
+``skip_signature`` ...; for GCS ``base_url``, ``service_account_path``, ``bearer_token`` ...), the
+fsspec spellings users know (``endpoint_url``, ``key``, ``secret``, ``token``, ``region_name``,
+``anon``), ``profile``, and grainlite's request settings (:class:`RequestOptions`):
+``max_retries``, ``timeout``, ``connect_timeout``, ``backoff``, ``max_backoff``.
 """
 
 from __future__ import annotations
@@ -173,4 +174,42 @@ def split_options(scheme: str, storage_options: dict[str, Any] | None) -> StoreS
         )
         if endpoint and str(endpoint).startswith("http://"):
             client.setdefault("allow_http", True)
+    else:
+        _gcs_endpoint(store, client)
     return StoreSpec(store, client, RequestOptions(**request), profile)  # type: ignore[arg-type]
+
+
+# GCS credential settings (also spelled with a google_ prefix): a user who gives one of these chose
+# the credentials, even for an emulator.
+_GCS_CREDENTIALS = {
+    "application_credentials",
+    "bearer_token",
+    "service_account",
+    "service_account_key",
+    "service_account_path",
+    "skip_signature",
+}
+EMULATOR_TOKEN = "grainlite-emulator"
+"""The bearer token sent to a GCS emulator named by ``STORAGE_EMULATOR_HOST``: emulators do not
+check it, and obstore's anonymous mode (``skip_signature``) still asks the metadata server for a
+token to upload with."""
+
+
+def _gcs_endpoint(store: dict[str, Any], client: dict[str, Any]) -> None:
+    """The endpoint of a GCS store, in place: ``storage_options``' ``endpoint_url`` (or
+    ``endpoint``, ``base_url``), else the emulator that ``STORAGE_EMULATOR_HOST`` names (as
+    Google's client libraries read it; ``host:port`` means ``http://host:port``), which is sent a
+    placeholder token unless credentials were given. ``http://`` endpoints are allowed."""
+    endpoint = (
+        store.pop("endpoint", None) or store.pop("google_base_url", None) or store.get("base_url")
+    )
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST", "").strip()
+    if not endpoint and emulator:
+        endpoint = emulator if "://" in emulator else f"http://{emulator}"
+        if not _GCS_CREDENTIALS & {key.removeprefix("google_") for key in store}:
+            store["bearer_token"] = EMULATOR_TOKEN
+    if not endpoint:
+        return
+    store["base_url"] = str(endpoint).rstrip("/")
+    if store["base_url"].startswith("http://"):
+        client.setdefault("allow_http", True)
