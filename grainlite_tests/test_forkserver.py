@@ -253,3 +253,28 @@ def test_a_worker_ended_by_sigterm_unlinks_its_slabs_itself(start, tmp_path):
         # only as it ends.
         assert segments_of(process.pid) == []
         assert process.poll() is None
+
+
+def test_the_server_preloads_the_imported_modules_a_pickled_pipeline_names_and_no_other():
+    import pickle
+
+    import grainlite.engine.malloc  # noqa: F401  (imported: a name the scan may keep)
+    from grainlite.engine.forkserver_client import preloadable_modules
+
+    pipeline = pickle.dumps(
+        [
+            np.arange(3),  # numpy's reconstructor, by module name
+            grain.MapDataset.range(4),
+            b"\x00grainlite.engine.malloc\x01",  # a name inside raw bytes counts too
+            "grainlite.not_a_module numpy_like xnumpy",  # only imported modules are kept
+            os.urandom(1 << 20),
+        ]
+    )
+    found = preloadable_modules(pipeline)
+    assert "numpy" in found or any(name.startswith("numpy.") for name in found)
+    assert "grainlite.engine.malloc" in found
+    assert any(name.startswith("grainlite.dataset") for name in found)
+    assert "grainlite.not_a_module" not in found
+    assert all(name in sys.modules for name in found)
+    assert len(found) == len(set(found))
+    assert preloadable_modules(b"nothing to import here") == []

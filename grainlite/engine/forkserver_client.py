@@ -38,19 +38,28 @@ _CLOSE_S = 5.0  # how long close() waits for the server to reap its workers and 
 # a worker unpickles a pipeline with. A user's module is left to the workers: its import could
 # start a thread or touch an accelerator.
 PRELOADED_PACKAGES = ("grainlite", "numpy", "cloudpickle", "array_record")
-_MODULE_NAME = re.compile(
-    rb"(?:grainlite|numpy|cloudpickle|array_record)(?:\.[A-Za-z_][A-Za-z_0-9]*)*"
-)
+_SUBMODULES = re.compile(rb"(?:\.[A-Za-z_][A-Za-z_0-9]*)*")
 
 
 def preloadable_modules(pipeline: bytes) -> list[str]:
     """The modules of :data:`PRELOADED_PACKAGES` whose names appear in the pickled ``pipeline``
-    and that this process has imported (so they exist), in order of first appearance.
+    and that this process has imported (so they exist), ordered by package, then by first
+    appearance.
 
-    A scan of the bytes (in C: a few ms for a pipeline of 15 MB), not of the pickle's opcodes:
-    a name that only looks like a module's is harmless, as only imported modules are kept.
+    A scan of the bytes, not of the pickle's opcodes: a name that only looks like a module's is
+    harmless, as only imported modules are kept. Each package's name is found with
+    ``bytes.find`` (about 7 ms per package for a pipeline of 15 MB here), and the dotted rest
+    matched where it is: one regular expression over the whole pipeline took 0.1 s of the
+    training process's CPU before the workers could be forked.
     """
-    names = dict.fromkeys(match.decode() for match in _MODULE_NAME.findall(pipeline))
+    names: dict[str, None] = {}
+    for package in PRELOADED_PACKAGES:
+        literal = package.encode()
+        at = pipeline.find(literal)
+        while at >= 0:
+            end = _SUBMODULES.match(pipeline, at + len(literal)).end()  # type: ignore[union-attr]
+            names[pipeline[at:end].decode()] = None
+            at = pipeline.find(literal, end)
     return [name for name in names if name in sys.modules]
 
 

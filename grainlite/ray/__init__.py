@@ -10,8 +10,9 @@ on its share of the stream; the parent merges the actors' elements in the same o
 workers, with the same credits (``per_worker_buffer_size`` / ``worker_buffer_size`` elements
 made ahead per worker), so the elements, their order and ``get_state()`` are those of N local
 worker processes, and a state restores on either backend. Actors on the training process's host
-hand their arrays over in shared memory, as local workers do; the others through Ray's object
-store (read-only, zero-copy on the training process's node); see docs/how-to/ray.md.
+hand their arrays over in shared memory and their messages over a socket, as local workers do;
+the others through Ray's object store (read-only, zero-copy on the training process's node) and
+Ray calls; see docs/how-to/ray.md.
 
 This module imports Ray only when a loader starts its workers: ``import grainlite`` never does.
 """
@@ -58,10 +59,11 @@ class RayWorkers:
         raises it. An element whose transform raised is not a lost worker: it is raised at its
         place as always. A lost connection to the cluster's head is never restarted.
       shared_memory: whether actors that share this process's shared memory (the same host,
-        pid namespace and ``/dev/shm``) write their elements into shared-memory slabs, as local
-        workers do: one copy less than through Ray's object store, and writable arrays, as from
-        local workers. False: every actor uses the object store (read-only arrays). Actors on
-        other hosts always do.
+        pid namespace and ``/dev/shm``) write their elements into shared-memory slabs and send
+        their messages over a socket of this process, as local workers do: one copy less than
+        through Ray's object store, no Ray call per element, and writable arrays, as from local
+        workers. False: every actor uses the object store (read-only arrays) and Ray calls.
+        Actors on other hosts always do.
     """
 
     def __init__(
