@@ -102,6 +102,12 @@ class MultiprocessingOptions:
         )
 
 
+RECORD_OVERHEAD_BYTES = 48
+"""About what Python adds to each record held as ``bytes`` in a list (a 33-byte object header
+rounded up by the allocator, and a list slot), counted against :attr:`ReadPolicy.list_read_bytes`:
+a 16-byte record takes 64 bytes, so 4 MiB holds 65,536 of them."""
+
+
 @dataclass(frozen=True, slots=True)
 class ReadPolicy:
     """When reads leave the consuming thread for ``ReadOptions``' reader threads: the one rule of
@@ -120,6 +126,12 @@ class ReadPolicy:
     is still cheap. Reads that keep a CPU busy (their CPU time is more than ``cpu_bound_share``
     of their running time: a decode, not a wait for storage) get no more threads than the CPUs
     spare beyond the consuming thread's (:meth:`threads_for`).
+
+    It also decides, for both APIs, when a source is read ahead in big index-list reads in one
+    background thread instead (:meth:`list_read_blocks`: local ArrayRecord files of small
+    records, in a process with a CPU to spare); the readers then still ask for blocks of at
+    most :attr:`max_block` keys, served from the blocks read ahead, and never move them to
+    reader threads (which would read around the blocks read ahead).
     """
 
     slow_read_s: float = 20e-6
@@ -130,7 +142,9 @@ class ReadPolicy:
     """Blocks timed (after the first) before deciding."""
     max_block: int = 256
     """The most records one read asks of a source: a block never holds more, so the first
-    elements come soon and a block's memory stays bounded."""
+    elements come soon and a block's memory stays bounded. (Big list reads ahead, where
+    :meth:`list_read_blocks` allows them, read up to :attr:`max_list_block` keys at once in
+    their own thread and serve these blocks.)"""
     cpu_bound_share: float = 0.5
     """Reads whose CPU time is more than this share of their running time keep a CPU busy."""
     tell_ahead: int = 4096
@@ -138,6 +152,58 @@ class ReadPolicy:
     for now, where the source takes the hint (``source.prefetch_keys(keys)``: an ArrayRecord source
     on ``s3://`` or ``gs://`` fetches the files those keys need into its cache). A hint never
     changes what is read or in which order."""
+
+    list_read_bytes: int = 4 << 20
+    """The most bytes one block of big index-list reads holds (:meth:`list_read_blocks`): its
+    records' own bytes plus about :data:`RECORD_OVERHEAD_BYTES` of Python's per record. A reader
+    holds at most three such blocks (one being taken, one ready, one being read): 12 MiB."""
+    max_list_block: int = 65536
+    """The most keys one big index-list read asks for. array_record's index-list read costs about
+    2.5 ns per record *in the file* per call, whatever the keys asked (3 to 6 ms on a
+    1,000,000-record file), so it pays only for blocks of thousands of keys; 65,536 keys of the
+    ``small`` workload read in a background thread gave 0.37 of its in-memory rate, 16,384 gave
+    0.33 (``python -m benchmarks.array_record_reads``, docs/performance.md)."""
+
+    min_list_block: int = 1024
+    """The fewest keys a big list-read block holds: the lever is for small records (at most
+    about 4 KB: 1,024 of them within :attr:`list_read_bytes`), whose reads cost mostly the
+    per-call work; larger records are read as before, in reader threads where reads are slow."""
+
+    def list_read_blocks(self, source: object, spare_cpus: int = 1) -> tuple[int, int] | None:
+        """The ``(first, most)`` keys per block with which a reader reads ``source`` ahead in a
+        background thread, in big index-list reads (:class:`~grainlite.sources.list_reads.
+        ListReads`), or None where that does not pay: the source says nothing of its reads
+        (``list_read_profile()``: an in-memory source, a remote one), a block within
+        :attr:`list_read_bytes` holds fewer keys than :attr:`min_list_block` or than the fewest
+        for which one list read pays (records of about 150 KB: 27 keys), the source has fewer
+        records than that, or the process has no CPU to spare beyond its
+        consuming thread's (``spare_cpus``: a worker of as many as there are CPUs): the list read
+        costs about as much CPU per record as a range read, and pays only by running beside the
+        consumer's work (measured: 0.10 of the memory rate in a thread on a machine busy with
+        other work, against 0.17 with range reads).
+
+        The source's ``list_read_profile()`` gives ``(fewest keys for which one list read pays,
+        mean stored bytes per record)``. The stored size decides; the reader then sizes each
+        block by the records' real sizes (measured on a sample of the block before, and of the
+        first keys before the first block: compressed records are larger in memory than on
+        disk), within :attr:`list_read_bytes` and ``most``, and stops reading ahead where that
+        leaves fewer than ``first`` keys."""
+        profile = getattr(source, "list_read_profile", None)
+        facts = profile() if callable(profile) else None
+        if facts is None or spare_cpus < 1:
+            return None
+        fewest, record_bytes = facts
+        first = max(fewest, self.min_list_block)
+        if first > self.max_list_block or len(source) < first:  # type: ignore[arg-type]
+            return None
+        if self.keys_within_bytes(record_bytes) < first:
+            return None
+        return first, self.max_list_block
+
+    def keys_within_bytes(self, record_bytes: float) -> int:
+        """How many records of ``record_bytes`` bytes one list-read block holds within
+        :attr:`list_read_bytes`."""
+        return int(self.list_read_bytes // (max(0.0, record_bytes) + RECORD_OVERHEAD_BYTES))
 
     def is_slow(self, seconds_per_record: float) -> bool:
         """Whether a read of ``seconds_per_record`` is slow enough for reader threads."""

@@ -7,7 +7,8 @@ cache before the reads ask for them. ``to_iter_dataset`` reads a ``MapDataset`` 
 index becomes a source key through the nodes below it (a shuffle permutes, a slice offsets, a
 batch reads many rows, a repeat wraps). :class:`KeyHints` walks that chain once per iterator and,
 before each block read, tells the source the keys of the indices ahead that it has not told yet,
-in reading order.
+in reading order. The same walk gives the keys that big list reads read ahead of the iterator
+(:func:`list_reads_for`, for local ArrayRecord files).
 
 Each node that maps its indices to its parent's says how in its own ``_parent_keys(indices)``
 method (the same rule its ``_getitems`` reads with); a node without one (a mix, a zip, a user's
@@ -27,6 +28,7 @@ import numpy as np
 
 from grainlite.dataset.base import MapDataset
 from grainlite.options import READ_POLICY
+from grainlite.sources.list_reads import ListReads
 
 
 def _chain_to_source(dataset: Any) -> list[Any] | None:
@@ -44,6 +46,41 @@ def _chain_to_source(dataset: Any) -> list[Any] | None:
         node = parents[0]
     nodes.append(node)
     return nodes
+
+
+def _source_keys(nodes: list[Any], indices: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The keys of the source under ``nodes`` (from :func:`_chain_to_source`) that reading
+    ``indices`` of the first node reads, in reading order."""
+    keys = np.asarray(indices, dtype=np.int64)
+    for node in nodes[:-1]:
+        keys = np.asarray(node._parent_keys(keys), dtype=np.int64).reshape(-1)
+    return np.asarray(nodes[-1]._source_keys(keys), dtype=np.int64)
+
+
+def _fanout(nodes: list[Any]) -> int:
+    """Source keys per index of the first node (the rows of a batch)."""
+    fanout = 1
+    for node in nodes[:-1]:
+        fanout *= int(getattr(node, "_rows_per_index", 1))
+    return fanout
+
+
+def list_reads_for(dataset: Any, start: int, stop: int, spare_cpus: int) -> ListReads | None:
+    """Big list reads ahead of an iterator reading ``dataset``'s indices ``[start, stop)`` in
+    order (:mod:`grainlite.sources.list_reads`), where
+    :meth:`~grainlite.options.ReadPolicy.list_read_blocks` says they pay for its source (and a
+    process with ``spare_cpus`` CPUs beyond its consuming thread's), else
+    None. The source node takes its records from them while they are active in the reading
+    thread (:func:`~grainlite.sources.list_reads.activate`)."""
+    nodes = _chain_to_source(dataset)
+    if nodes is None:
+        return None
+
+    def keys_of(i0: int, i1: int) -> np.ndarray:
+        return _source_keys(nodes, np.arange(i0, i1, dtype=np.int64))
+
+    source = nodes[-1]._hinted_source()
+    return ListReads.open(source, keys_of, start, stop, _fanout(nodes), spare_cpus)
 
 
 class KeyHints:
@@ -75,17 +112,11 @@ class KeyHints:
         prefetch = READ_POLICY.prefetcher(source_node._hinted_source())
         if prefetch is None:
             return None
-        fanout = 1
-        for node in nodes[:-1]:
-            fanout *= int(getattr(node, "_rows_per_index", 1))
-        return cls(nodes, prefetch, len(dataset), fanout)
+        return cls(nodes, prefetch, len(dataset), _fanout(nodes))
 
     def source_keys(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """The source keys that reading ``indices`` of the dataset reads, in reading order."""
-        keys = np.asarray(indices, dtype=np.int64)
-        for node in self._nodes[:-1]:
-            keys = np.asarray(node._parent_keys(keys), dtype=np.int64).reshape(-1)
-        return np.asarray(self._nodes[-1]._source_keys(keys), dtype=np.int64)
+        return _source_keys(self._nodes, indices)
 
     def tell_first(self) -> None:
         """Tells the source the keys of the dataset's first indices (``ahead`` of them)."""

@@ -23,6 +23,10 @@ one a worker will fill into shared memory when it sends it included) are not rea
 ahead. Which thread reads never
 changes what is read or in which order.
 
+A local ArrayRecord source of small records may also be read ahead in big index-list reads by
+the iterator (:func:`grainlite.dataset.key_hints.list_reads_for`); the blocks here are served
+from them by the source node, and this reader knows nothing of it.
+
 In an ``mp_prefetch`` worker (:func:`stream_blocks`), a block read in the consuming thread is
 streamed: one read of the source as before, but its elements are made and handed out one at a
 time (a block of one each), timed as one block when its last element is out, so an element is
@@ -107,7 +111,7 @@ def share_cpus(workers: int) -> None:
     _read_ahead_bytes = _READ_AHEAD_BYTES // max(1, workers)
 
 
-def _spare_cpus() -> int:
+def spare_cpus() -> int:
     """CPUs beyond the consuming thread's that CPU-bound reader threads may use here."""
     cpus = usable_cpu_count() if _cpus_for_reads is None else _cpus_for_reads
     return max(0, int(cpus) - 1)
@@ -327,7 +331,7 @@ class BlockReader:
         if self._timing and len(self._per_element) >= READ_POLICY.samples:
             self._timing = False
             threads = READ_POLICY.threads_for(
-                self._per_element, self._shares, self._cpu_shares, self._threads, _spare_cpus()
+                self._per_element, self._shares, self._cpu_shares, self._threads, spare_cpus()
             )
             if threads > 0:
                 self._start_threads(threads)
@@ -445,7 +449,7 @@ class BlockReader:
         ``prefetch_buffer_size`` elements, on trial (see :data:`_EAGER_READ_S`)."""
         threads = self._threads
         if READ_POLICY.is_cpu_bound(cpu_share):
-            threads = min(threads, _spare_cpus())
+            threads = min(threads, spare_cpus())
         if threads > 0:
             self._timing = False
             self._trial = []

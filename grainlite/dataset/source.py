@@ -21,6 +21,7 @@ from grainlite.dataset._util import as_index, empty_read, wrapped_keys
 from grainlite.dataset.base import MapDataset
 from grainlite.engine.packed_records import FixedSizeRecords, PicklesRecordsPacked
 from grainlite.errors import NotSequentialSliceError
+from grainlite.sources.list_reads import active_for
 from grainlite.sources.protocol import read_many
 
 
@@ -122,6 +123,11 @@ class SourceMapDataset(PicklesRecordsPacked, MapDataset):
         if isinstance(source, _Window):  # read the records themselves, named by their own keys
             keys = [source.start + key for key in keys]
             source = source.source
+        reads = active_for(source)  # the iterator's big list reads ahead (list_reads)
+        if reads is not None:
+            records = reads.take(keys)
+            if records is not None:
+                return records
         # The block read of both APIs: batched where the source can (ArrayRecord, in-memory and
         # range sources), a note naming the record key where the source fails.
         return read_many(source)(keys)

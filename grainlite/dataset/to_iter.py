@@ -29,16 +29,17 @@ from typing import TYPE_CHECKING, Any
 from grainlite.checks import int_option, template_filled
 from grainlite.dataset import element_spec, stopping
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
-from grainlite.dataset.key_hints import HintedRead, KeyHints
+from grainlite.dataset.key_hints import HintedRead, KeyHints, list_reads_for
 from grainlite.dataset.map import parent_stream
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
-from grainlite.dataset.read_ahead import BlockReader, ElementReadError
+from grainlite.dataset.read_ahead import BlockReader, ElementReadError, spare_cpus
 from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,
     StateOutOfRangeError,
 )
 from grainlite.options import ReadOptions
+from grainlite.sources.list_reads import ListReads, activate
 from grainlite.stats.counters import ParentCounters, StageCounter, clock
 from grainlite.stats.tracing import span
 
@@ -89,6 +90,18 @@ def _check_read_options(read_options: Any) -> Any:
             "prefetch_buffer_size=...) or leave it out for the defaults."
         )
     return read_options
+
+
+_IN_THIS_THREAD = ReadOptions(num_threads=0, prefetch_buffer_size=0)
+
+
+def _close(reader: BlockReader, list_reads: ListReads | None) -> None:
+    """Closes an iterator's reader and its list reads (the finalizer holds these, not it)."""
+    try:
+        reader.close()
+    finally:
+        if list_reads is not None:
+            list_reads.close()
 
 
 class PrefetchIterDataset(IterDataset):
@@ -203,6 +216,8 @@ class PrefetchDatasetIterator(DatasetIterator):
         self._pos = 0  # the next element of _buf to return
         self._base = 0
         self._reader: BlockReader | None = None
+        # Big list reads ahead of the reader (local ArrayRecord files), made and closed with it.
+        self._list_reads: ListReads | None = None
         self._finalizer: Any = None
         # Grain's filter check: the holes skipped in each window of FILTER_WINDOW elements read
         # warn (or raise) over DatasetOptions' ratios. The fast path of next() stops at the end
@@ -265,6 +280,7 @@ class PrefetchDatasetIterator(DatasetIterator):
         failed to read is raised at its place (the next read goes on after it); any other
         exception stops the reader."""
         begin = clock()
+        previous = activate(self._list_reads)  # the source node takes its records from them
         try:
             with span(self._stats_stage.name):  # a profiler span while a trace records
                 block = reader.next_block()
@@ -274,6 +290,8 @@ class PrefetchDatasetIterator(DatasetIterator):
         except BaseException:
             self._stop_reader()
             raise
+        finally:
+            activate(previous)
         self._stats_stage.add(clock() - begin, len(block), len(block))
         return block
 
@@ -315,14 +333,17 @@ class PrefetchDatasetIterator(DatasetIterator):
             hints = KeyHints.for_dataset(self._map)  # a remote source hears the keys ahead
             if hints is not None:
                 getitems, stream = HintedRead(getitems, hints), HintedRead(stream, hints)
+            self._list_reads = list_reads_for(self._map, self._base, self._length, spare_cpus())
             self._reader = BlockReader(
                 getitems,
                 self._base,
                 self._length,
-                self._read_options,
+                # Reads served by list reads ahead stay in this thread (reader threads would
+                # read around them).
+                self._read_options if self._list_reads is None else _IN_THIS_THREAD,
                 stream,  # used in an mp_prefetch worker: see BlockReader
             )
-            self._finalizer = weakref.finalize(self, self._reader.close)
+            self._finalizer = weakref.finalize(self, _close, self._reader, self._list_reads)
         counters = self._stats_counters
         counters.start()
         block = self._read_block(self._reader)
@@ -334,8 +355,8 @@ class PrefetchDatasetIterator(DatasetIterator):
 
     def _stop_reader(self) -> None:
         if self._finalizer is not None:
-            self._finalizer()  # closes the reader (once)
-        self._reader, self._finalizer = None, None
+            self._finalizer()  # closes the reader and the list reads (once)
+        self._reader, self._finalizer, self._list_reads = None, None, None
 
     def _stats_rows(self) -> list[dict[str, Any]]:
         """stats(): the read (less the transformations' time) and each MapDataset
@@ -414,7 +435,7 @@ class PrefetchDatasetIterator(DatasetIterator):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_reader"], state["_finalizer"] = None, None
+        state["_reader"], state["_finalizer"], state["_list_reads"] = None, None, None
         state["_base"] += state["_pos"]  # the unpickled copy re-reads from its position
         state["_buf"], state["_end"], state["_pos"], state["_fast_end"] = [], 0, 0, 0
         return state

@@ -19,6 +19,13 @@ machine do not make a cheap read look slow), and reads that keep a CPU busy get 
 than this process's spare CPUs (its share of them in a worker process). Which thread reads never
 changes what is read or in which order.
 
+Where :meth:`~grainlite.options.ReadPolicy.list_read_blocks` says so (local ArrayRecord files of
+small records, a CPU to spare), the sampler's keys are also read ahead in big index-list reads, up
+to 65,536 keys at once, in one background thread (:mod:`grainlite.sources.list_reads`); chunks
+are then served from those blocks, checked key by key, and read directly where they are not (the
+first block's worth of keys, a block whose read failed: its error is raised by the chunk's own
+read, as before); reads then never move to reader threads.
+
 Stats: each chunk's read (or, with reader threads, the wait for it) is timed into the reader's
 :class:`~grainlite.stats.counters.StageCounter`: two clock reads per chunk, not per record.
 """
@@ -38,6 +45,7 @@ import numpy as np
 from grainlite.cpus import cpu_wait_s, usable_cpu_count
 from grainlite.loader.striding import WorkerSlice
 from grainlite.options import READ_POLICY, ReadOptions
+from grainlite.sources.list_reads import ListReads
 from grainlite.sources.protocol import read_many
 from grainlite.stats.counters import StageCounter, clock
 from grainlite.stats.tracing import span
@@ -53,13 +61,23 @@ Chunk = tuple[list[Any] | None, list[Any]]
 
 
 def _make_chunk_reader(
-    sampler: Any, source: Any, worker: WorkerSlice, rngs: bool = True
-) -> Callable[[int, int], Chunk]:
-    """Returns ``read(m0, m1)`` reading positions [m0, m1); a short result: the stream ended.
+    sampler: Any,
+    source: Any,
+    worker: WorkerSlice,
+    rngs: bool = True,
+    start: int = 0,
+    spare_cpus: int = 0,
+) -> tuple[Callable[[int, int], Chunk], ListReads | None]:
+    """Returns ``read(m0, m1)`` reading positions [m0, m1) (a short result: the stream ended),
+    and the big list reads ahead from position ``start`` that it takes its records from
+    (:mod:`grainlite.sources.list_reads`; None where the source is not read so), which the
+    caller owns and closes; ``spare_cpus``: the CPUs this process may use beyond the consuming
+    thread's (list reads need one).
 
-    ``read`` may be called from several reader threads at once, for disjoint ranges. With
-    ``rngs`` false (no transform takes a generator) a vectorized sampler's per-record rng seeds
-    are not computed: every chunk carries None instead.
+    ``read`` may be called from several reader threads at once, for disjoint ranges (never
+    while list reads serve it: the reader then stays in the consuming thread). With ``rngs``
+    false (no transform takes a generator) a vectorized sampler's per-record rng seeds are not
+    computed: every chunk carries None instead.
     """
     source_len = len(source)
 
@@ -73,49 +91,88 @@ def _make_chunk_reader(
 
     record_keys = getattr(sampler, "record_keys", None)
     if record_keys is not None and hasattr(sampler, "seed"):
-        seed = sampler.seed if rngs else None
-        rng_indices = getattr(sampler, "rng_indices", None) if worker.head else None
         last = worker.positions()  # keys are never asked beyond the worker's positions
-        # (first position, keys, rng seeds) of the last key block; replaced whole, never mutated,
-        # so reader threads sharing it need no lock.
-        block: tuple[int, list[int], list[int] | None] = (0, [], None)
-        hinted = 0  # positions below this were told to the source (READ_POLICY.tell_ahead)
-        hint_lock = threading.Lock()
 
-        def hint(m0: int, stop: int, keys: list[int]) -> None:
-            """Tells the source the keys of positions [m0, stop + tell_ahead) not told yet."""
-            nonlocal hinted
-            assert prefetch is not None
-            with hint_lock:
-                ahead = stop + READ_POLICY.tell_ahead
-                end = ahead if last is None else min(ahead, last)
-                begin, hinted = max(m0, hinted), max(hinted, end)
-                if begin < stop:
-                    prefetch(keys[begin - m0 :])
-                begin = max(begin, stop)
-                if begin < end:
-                    beyond = worker.indices(begin, end)
-                    prefetch(listed_keys(np.asarray(record_keys(beyond), dtype=np.int64)))
+        def keys_of(m0: int, m1: int) -> np.ndarray:
+            keys = np.asarray(record_keys(worker.indices(m0, m1)), dtype=np.int64)
+            return keys % source_len if source_len else keys
 
-        def read(m0: int, m1: int) -> Chunk:
-            nonlocal block
-            first, keys, seeds = block
-            if not first <= m0 <= m1 <= first + len(keys):
-                stop = max(m1, m0 + _KEY_BLOCK)
-                if last is not None:
-                    stop = max(m1, min(stop, last))
-                indices = worker.indices(m0, stop)
-                keys = listed_keys(np.asarray(record_keys(indices), dtype=np.int64))
-                if prefetch is not None:
-                    hint(m0, stop, keys)
-                if seed is not None and rng_indices is not None:
-                    indices = rng_indices(indices)  # foreign codes keep their old generator
-                seeds = None if seed is None else (indices + seed).tolist()
-                first, block = m0, (m0, keys, seeds)
-            lo, hi = m0 - first, m1 - first
-            return (None if seeds is None else seeds[lo:hi]), read_data(keys[lo:hi])
+        list_reads = ListReads.open(source, keys_of, start, last, spare_cpus=spare_cpus)
+        if list_reads is not None:
+            read_directly = read_data
 
-        return read
+            def read_data(keys: list[int]) -> list[Any]:
+                records = list_reads.take(keys)
+                return read_directly(keys) if records is None else records
+
+        return _vectorized_reader(
+            sampler, record_keys, worker, rngs, listed_keys, read_data, prefetch
+        ), list_reads
+    return _custom_reader(sampler, worker, listed_keys, read_data), None
+
+
+def _vectorized_reader(
+    sampler: Any,
+    record_keys: Callable[[np.ndarray], Any],
+    worker: WorkerSlice,
+    rngs: bool,
+    listed_keys: Callable[[np.ndarray], list[int]],
+    read_data: Callable[[list[int]], list[Any]],
+    prefetch: Callable[[Any], None] | None,
+) -> Callable[[int, int], Chunk]:
+    """``read(m0, m1)`` for a sampler that computes keys for many positions at once."""
+    seed = sampler.seed if rngs else None
+    rng_indices = getattr(sampler, "rng_indices", None) if worker.head else None
+    last = worker.positions()  # keys are never asked beyond the worker's positions
+    # (first position, keys, rng seeds) of the last key block; replaced whole, never mutated,
+    # so reader threads sharing it need no lock.
+    block: tuple[int, list[int], list[int] | None] = (0, [], None)
+    hinted = 0  # positions below this were told to the source (READ_POLICY.tell_ahead)
+    hint_lock = threading.Lock()
+
+    def hint(m0: int, stop: int, keys: list[int]) -> None:
+        """Tells the source the keys of positions [m0, stop + tell_ahead) not told yet."""
+        nonlocal hinted
+        assert prefetch is not None
+        with hint_lock:
+            ahead = stop + READ_POLICY.tell_ahead
+            end = ahead if last is None else min(ahead, last)
+            begin, hinted = max(m0, hinted), max(hinted, end)
+            if begin < stop:
+                prefetch(keys[begin - m0 :])
+            begin = max(begin, stop)
+            if begin < end:
+                beyond = worker.indices(begin, end)
+                prefetch(listed_keys(np.asarray(record_keys(beyond), dtype=np.int64)))
+
+    def read(m0: int, m1: int) -> Chunk:
+        nonlocal block
+        first, keys, seeds = block
+        if not first <= m0 <= m1 <= first + len(keys):
+            stop = max(m1, m0 + _KEY_BLOCK)
+            if last is not None:
+                stop = max(m1, min(stop, last))
+            indices = worker.indices(m0, stop)
+            keys = listed_keys(np.asarray(record_keys(indices), dtype=np.int64))
+            if prefetch is not None:
+                hint(m0, stop, keys)
+            if seed is not None and rng_indices is not None:
+                indices = rng_indices(indices)  # foreign codes keep their old generator
+            seeds = None if seed is None else (indices + seed).tolist()
+            first, block = m0, (m0, keys, seeds)
+        lo, hi = m0 - first, m1 - first
+        return (None if seeds is None else seeds[lo:hi]), read_data(keys[lo:hi])
+
+    return read
+
+
+def _custom_reader(
+    sampler: Any,
+    worker: WorkerSlice,
+    listed_keys: Callable[[np.ndarray], list[int]],
+    read_data: Callable[[list[int]], list[Any]],
+) -> Callable[[int, int], Chunk]:
+    """``read(m0, m1)`` for a sampler read index by index."""
 
     def read_custom(m0: int, m1: int) -> Chunk:
         rngs, keys = [], []
@@ -183,7 +240,11 @@ class RecordReader:
     ) -> None:
         self._counter = counter
         self._processes = max(1, processes)
-        self._read = _make_chunk_reader(sampler, source, worker, rngs)
+        spare = max(0, int(usable_cpu_count() / self._processes) - 1)
+        self._read, self._list_reads = _make_chunk_reader(
+            sampler, source, worker, rngs, start, spare
+        )
+        synchronous = options.synchronous or self._list_reads is not None
         total = worker.positions()
         self._stop = sys.maxsize if total is None else total
         self._next = start
@@ -191,7 +252,7 @@ class RecordReader:
         self._threads = options.num_threads  # reader threads, once reads move to them
         self._pool: ThreadPoolExecutor | None = None
         self._pending: collections.deque[tuple[int, Future[Chunk]]] = collections.deque()
-        if options.synchronous:
+        if synchronous:  # reads served by list reads ahead stay in this thread too
             self._chunk = READ_POLICY.max_block
             self._depth = 0  # never leaves the consuming thread
         else:
@@ -278,7 +339,10 @@ class RecordReader:
                 return
 
     def close(self) -> None:
-        """Stops reading ahead: pending reads are cancelled and the threads end."""
+        """Stops reading ahead: pending reads are cancelled and the threads end (the list
+        reads' thread is waited for)."""
+        if self._list_reads is not None:
+            self._list_reads.close()
         for _, future in self._pending:
             future.cancel()
         self._pending.clear()

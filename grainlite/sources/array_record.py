@@ -10,6 +10,9 @@ Grain checkpoints validate against it, and it differs where that makes it faster
   record count (about 0.25 ms per call on a 100k-record file, against about 4 us).
 - A batch is read per file as runs of consecutive keys (one range read per run), or with one
   index-list read when the runs are many compared with the file's size (measured crossover).
+- It says when big index-list reads pay (``list_read_profile``), so that the readers of both APIs
+  read its shuffled keys ahead in blocks of up to 65,536 in a background thread
+  (:mod:`grainlite.sources.list_reads`).
 - A missing file raises FileNotFoundError when the source is built, not at the first read.
 """
 
@@ -330,24 +333,57 @@ class ArrayRecordDataSource:
         if array.min() < 0 or array.max() >= self._len:
             bad = np.flatnonzero((array < 0) | (array >= self._len))[0]
             raise key_out_of_range("ArrayRecordDataSource", int(array[bad]), self._len)
+        return self._read_keys(array, self._read_positions)
+
+    def list_read_profile(self) -> tuple[int, float] | None:
+        """``(fewest keys, mean stored bytes per record)``: the fewest keys for which one read of
+        a shuffled block (an index-list read per file, about 2.5 ns per record in the file per
+        call) costs less than a range read per key, and the files' bytes per record. Readers
+        ask it through :meth:`~grainlite.options.ReadPolicy.list_read_blocks` whether to read
+        this source ahead in big blocks (:mod:`grainlite.sources.list_reads`). None for remote
+        files (read from a cache that their own read-ahead fills)."""
+        if self._cache is not None:
+            return None
+        profile = getattr(self, "_list_profile", None)
+        if profile is None:
+            files = {file.path: file.records for file in self._files}
+            records = sum(files.values())
+            try:
+                stored = sum(os.path.getsize(path) for path in files)
+            except OSError:
+                return None
+            fewest = -(-records // _RUNS_PER_LIST_READ)
+            profile = self._list_profile = (fewest, stored / max(1, records))
+        return profile
+
+    def list_read(self, keys: np.ndarray) -> list[bytes]:
+        """The records under ``keys`` (an int64 array of keys in ``[0, len)``), in order, as
+        :meth:`__getitems__` reads them, for a read-ahead block
+        (:mod:`grainlite.sources.list_reads`). A read that fails raises array_record's own
+        error without naming the record (that costs a read per key): the reader reads those
+        keys again through :meth:`__getitems__`, which names it, at their place."""
+        return self._read_keys(keys, self._read_runs)
+
+    def _read_keys(self, array: np.ndarray, read: Any) -> list[bytes]:
+        """``read(file, positions)`` for the keys of each file in ``array``, in order."""
         if len(self._files) == 1:
-            return self._read_file(0, array + self._files[0].start)
+            return self._read_file(0, array + self._files[0].start, read)
         file_of = np.searchsorted(self._ends_array, array, side="right")
         positions = array + self._shift[file_of]
         if file_of[0] == file_of[-1] and (file_of == file_of[0]).all():
-            return self._read_file(int(file_of[0]), positions)
+            return self._read_file(int(file_of[0]), positions, read)
         records: list[bytes] = [b""] * array.size
         for index in np.unique(file_of).tolist():
             at = np.flatnonzero(file_of == index)
-            for slot, record in zip(at.tolist(), self._read_file(index, positions[at])):
+            for slot, record in zip(at.tolist(), self._read_file(index, positions[at], read)):
                 records[slot] = record
         return records
 
-    def _read_file(self, index: int, positions: np.ndarray) -> list[bytes]:
+    def _read_file(self, index: int, positions: np.ndarray, read: Any) -> list[bytes]:
         if self._cache is not None:
             with self._using(index):
-                return self._read_positions(index, positions)
-        return self._read_positions(index, positions)
+                return read(index, positions)  # type: ignore[no-any-return]
+        return read(index, positions)  # type: ignore[no-any-return]
 
     def _read_positions(self, index: int, positions: np.ndarray) -> list[bytes]:
         try:
