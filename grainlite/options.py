@@ -169,18 +169,22 @@ class ReadPolicy:
     about 4 KB: 1,024 of them within :attr:`list_read_bytes`), whose reads cost mostly the
     per-call work; larger records are read as before, in reader threads where reads are slow."""
 
-    def list_read_blocks(self, source: object, spare_cpus: int = 1) -> tuple[int, int] | None:
+    def list_read_blocks(
+        self, source: object, spare_cpus: int = 1, processes: int = 1
+    ) -> tuple[int, int] | None:
         """The ``(first, most)`` keys per block with which a reader reads ``source`` ahead in a
         background thread, in big index-list reads (:class:`~grainlite.sources.list_reads.
         ListReads`), or None where that does not pay: the source says nothing of its reads
         (``list_read_profile()``: an in-memory source, a remote one), a block within
         :attr:`list_read_bytes` holds fewer keys than :attr:`min_list_block` or than the fewest
         for which one list read pays (records of about 150 KB: 27 keys), the source has fewer
-        records than that, or the process has no CPU to spare beyond its
+        records than that, the process has no CPU to spare beyond its
         consuming thread's (``spare_cpus``: a worker of as many as there are CPUs): the list read
         costs about as much CPU per record as a range read, and pays only by running beside the
         consumer's work (measured: 0.10 of the memory rate in a thread on a machine busy with
-        other work, against 0.17 with range reads).
+        other work, against 0.17 with range reads), or the reader is one of ``processes`` > 1
+        worker processes: the workers are the parallelism there, and each would hold its blocks
+        and array_record's buffers of a big read (about 70 MB more per worker on ``small``).
 
         The source's ``list_read_profile()`` gives ``(fewest keys for which one list read pays,
         mean stored bytes per record)``. The stored size decides; the reader then sizes each
@@ -190,7 +194,7 @@ class ReadPolicy:
         leaves fewer than ``first`` keys."""
         profile = getattr(source, "list_read_profile", None)
         facts = profile() if callable(profile) else None
-        if facts is None or spare_cpus < 1:
+        if facts is None or spare_cpus < 1 or processes > 1:
             return None
         fewest, record_bytes = facts
         first = max(fewest, self.min_list_block)

@@ -118,6 +118,9 @@ def test_the_policy_reads_small_records_ahead_in_big_blocks_and_large_ones_never
     small = ArrayRecordDataSource(write(tmp_path / "s.array_record", [b"r" * 16] * 2560))
     assert READ_POLICY.list_read_blocks(small) == (1024, 65536)
     assert READ_POLICY.list_read_blocks(small, spare_cpus=0) is None  # a worker per CPU
+    # One of several worker processes: the workers are the parallelism, whatever CPUs are spare.
+    assert READ_POLICY.list_read_blocks(small, spare_cpus=8, processes=2) is None
+    assert READ_POLICY.list_read_blocks(small, spare_cpus=8, processes=1) == (1024, 65536)
     assert READ_POLICY.list_read_blocks(_ImagesLike()) is None  # 4 MiB hold 27 of them
     assert READ_POLICY.list_read_blocks([b"r"] * 100_000) is None  # says nothing of its reads
     few = ArrayRecordDataSource(write(tmp_path / "f.array_record", [b"r" * 16] * 1000))

@@ -65,11 +65,13 @@ def _fanout(nodes: list[Any]) -> int:
     return fanout
 
 
-def list_reads_for(dataset: Any, start: int, stop: int, spare_cpus: int) -> ListReads | None:
+def list_reads_for(
+    dataset: Any, start: int, stop: int, spare_cpus: int, processes: int = 1
+) -> ListReads | None:
     """Big list reads ahead of an iterator reading ``dataset``'s indices ``[start, stop)`` in
     order (:mod:`grainlite.sources.list_reads`), where
     :meth:`~grainlite.options.ReadPolicy.list_read_blocks` says they pay for its source (and a
-    process with ``spare_cpus`` CPUs beyond its consuming thread's), else
+    process with ``spare_cpus`` CPUs beyond its consuming thread's, one of ``processes``), else
     None. The source node takes its records from them while they are active in the reading
     thread (:func:`~grainlite.sources.list_reads.activate`)."""
     nodes = _chain_to_source(dataset)
@@ -80,7 +82,7 @@ def list_reads_for(dataset: Any, start: int, stop: int, spare_cpus: int) -> List
         return _source_keys(nodes, np.arange(i0, i1, dtype=np.int64))
 
     source = nodes[-1]._hinted_source()
-    return ListReads.open(source, keys_of, start, stop, _fanout(nodes), spare_cpus)
+    return ListReads.open(source, keys_of, start, stop, _fanout(nodes), spare_cpus, processes)
 
 
 class KeyHints:

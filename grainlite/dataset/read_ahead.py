@@ -85,6 +85,7 @@ _JOIN_S = 60.0
 
 # The CPUs this process's reads may use; None: all it may use (see share_cpus).
 _cpus_for_reads: float | None = None
+_workers_sharing = 1  # the mp_prefetch workers this process is one of (share_cpus)
 # The bytes this process may read ahead (see share_cpus).
 _read_ahead_bytes = _READ_AHEAD_BYTES
 # Whether blocks read in the consuming thread hand out each element as it is made (in an
@@ -106,9 +107,16 @@ def share_cpus(workers: int) -> None:
     """Declares this process one of ``workers`` processes sharing the CPUs and the memory (an
     ``mp_prefetch`` worker): CPU-bound reads then use threads only for this process's share
     beyond its own, and it reads ahead at most its share of :data:`_READ_AHEAD_BYTES`."""
-    global _cpus_for_reads, _read_ahead_bytes
+    global _cpus_for_reads, _read_ahead_bytes, _workers_sharing
+    _workers_sharing = max(1, workers)
     _cpus_for_reads = usable_cpu_count() / max(1, workers)
     _read_ahead_bytes = _READ_AHEAD_BYTES // max(1, workers)
+
+
+def reading_processes() -> int:
+    """The processes that read this stream: 1 in the training process, the worker count in an
+    ``mp_prefetch`` worker (:func:`share_cpus`)."""
+    return 1 if _cpus_for_reads is None else _workers_sharing
 
 
 def spare_cpus() -> int:

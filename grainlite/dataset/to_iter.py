@@ -32,7 +32,12 @@ from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.key_hints import HintedRead, KeyHints, list_reads_for
 from grainlite.dataset.map import parent_stream
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
-from grainlite.dataset.read_ahead import BlockReader, ElementReadError, spare_cpus
+from grainlite.dataset.read_ahead import (
+    BlockReader,
+    ElementReadError,
+    reading_processes,
+    spare_cpus,
+)
 from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,
@@ -333,7 +338,9 @@ class PrefetchDatasetIterator(DatasetIterator):
             hints = KeyHints.for_dataset(self._map)  # a remote source hears the keys ahead
             if hints is not None:
                 getitems, stream = HintedRead(getitems, hints), HintedRead(stream, hints)
-            self._list_reads = list_reads_for(self._map, self._base, self._length, spare_cpus())
+            self._list_reads = list_reads_for(
+                self._map, self._base, self._length, spare_cpus(), reading_processes()
+            )
             self._reader = BlockReader(
                 getitems,
                 self._base,

@@ -67,12 +67,14 @@ def _make_chunk_reader(
     rngs: bool = True,
     start: int = 0,
     spare_cpus: int = 0,
+    processes: int = 1,
 ) -> tuple[Callable[[int, int], Chunk], ListReads | None]:
     """Returns ``read(m0, m1)`` reading positions [m0, m1) (a short result: the stream ended),
     and the big list reads ahead from position ``start`` that it takes its records from
     (:mod:`grainlite.sources.list_reads`; None where the source is not read so), which the
     caller owns and closes; ``spare_cpus``: the CPUs this process may use beyond the consuming
-    thread's (list reads need one).
+    thread's (list reads need one); ``processes``: the processes reading the stream (list reads
+    only where one reads it all: the training process at W=0).
 
     ``read`` may be called from several reader threads at once, for disjoint ranges (never
     while list reads serve it: the reader then stays in the consuming thread). With ``rngs``
@@ -97,7 +99,9 @@ def _make_chunk_reader(
             keys = np.asarray(record_keys(worker.indices(m0, m1)), dtype=np.int64)
             return keys % source_len if source_len else keys
 
-        list_reads = ListReads.open(source, keys_of, start, last, spare_cpus=spare_cpus)
+        list_reads = ListReads.open(
+            source, keys_of, start, last, spare_cpus=spare_cpus, processes=processes
+        )
         if list_reads is not None:
             read_directly = read_data
 
@@ -242,7 +246,7 @@ class RecordReader:
         self._processes = max(1, processes)
         spare = max(0, int(usable_cpu_count() / self._processes) - 1)
         self._read, self._list_reads = _make_chunk_reader(
-            sampler, source, worker, rngs, start, spare
+            sampler, source, worker, rngs, start, spare, self._processes
         )
         synchronous = options.synchronous or self._list_reads is not None
         total = worker.positions()

@@ -113,11 +113,12 @@ class ListReads:
         stop: int | None,
         fanout: int = 1,
         spare_cpus: int = 1,
+        processes: int = 1,
     ) -> ListReads | None:
         """A :class:`ListReads` where :data:`~grainlite.options.READ_POLICY` says big list reads
         of ``source`` pay for a process with ``spare_cpus`` CPUs beyond its consuming thread's,
-        else None (read as before)."""
-        blocks = READ_POLICY.list_read_blocks(source, spare_cpus)
+        one of ``processes`` reading the stream (the workers), else None (read as before)."""
+        blocks = READ_POLICY.list_read_blocks(source, spare_cpus, processes)
         if blocks is None or not callable(getattr(source, "list_read", None)):
             return None
         lead = -(-blocks[0] // max(1, fanout))
