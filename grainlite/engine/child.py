@@ -69,6 +69,7 @@ class Worker:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.credits = 0
+        self.ahead = True  # makes its next element while it waits for a credit (Init.ahead)
         self.generation = 0
         self.restart: Restart | None = None
         self.pool: SlabPool | None = None
@@ -163,6 +164,7 @@ class Worker:
     def serve(self, init: Init) -> None:
         """Runs the pipeline of ``init`` until the parent stops this worker."""
         self.credits = self.counters.buffer = init.credits
+        self.ahead = init.ahead
         self.pool = self.make_pool(init)
         tracing.arm_timeline()  # timeline_seconds: this worker records its spans
         if tracing.workers_switched_on():  # jax_profile_workers: the first message is the port
@@ -200,6 +202,16 @@ class Worker:
             failure.__cause__ = error
             return pickle.dumps(report(failure, self.generation, state), _PROTOCOL), [], []
 
+    def wait_for_credit(self) -> int:
+        """Reads the parent's messages until a credit (or a Restart) comes; the nanoseconds it
+        waited, counted as blocked."""
+        began = clock()
+        while self.credits == 0 and self.restart is None:
+            self.receive()
+        waited = clock() - began
+        self.counters.blocked_ns += waited
+        return waited
+
     def report_stats(self) -> None:
         """Sends the counters to the parent (see the protocol's Stats paragraph)."""
         self.send(StatsReport(self.counters.snapshot()))
@@ -210,6 +222,7 @@ class Worker:
         pool = self.pool
         assert pool is not None
         counters = self.counters
+        waited_before = 0  # the wait for a credit before this element was made (not ahead)
         try:
             for element, state in elements:
                 begin = clock()
@@ -220,11 +233,7 @@ class Worker:
                 else:
                     data, slabs, announced = self.encode(element, state)
                 if self.credits == 0 and self.restart is None:  # the buffer is full: wait
-                    waited = clock()
-                    while self.credits == 0 and self.restart is None:
-                        self.receive()
-                    waited = clock() - waited
-                    counters.blocked_ns += waited
+                    waited = self.wait_for_credit()
                 if self.restart is not None:
                     pool.release(slabs)
                     if announced:
@@ -237,11 +246,14 @@ class Worker:
                 end = clock()
                 counters.encode_ns += end - begin - waited
                 if end >= self.next_report or (
-                    waited and end - self.last_report >= _REPORT_WHEN_BLOCKED_NS
+                    (waited or waited_before) and end - self.last_report >= _REPORT_WHEN_BLOCKED_NS
                 ):
                     self.report_stats()
                 while self.conn.poll():
                     self.receive()
+                waited_before = 0
+                if not self.ahead and self.credits == 0 and self.restart is None:
+                    waited_before = self.wait_for_credit()  # the next element only with a credit
                 if self.restart is not None:
                     raise _Restart
         finally:

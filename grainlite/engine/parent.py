@@ -20,7 +20,7 @@ from typing import Any
 from grainlite import shm
 from grainlite.engine import remote_errors
 from grainlite.engine.failures import FailedElement
-from grainlite.engine.flow import acknowledge
+from grainlite.engine.flow import acknowledge, makes_ahead
 from grainlite.engine.pipeline import WorkerPipeline
 from grainlite.engine.position import IteratorPosition
 from grainlite.engine.process_group import ProcessGroup, interrupts_held_back
@@ -132,9 +132,12 @@ class WorkerStream:
         preload = getattr(self._group, "preload", None)  # a fork server imports ahead
         if preload is not None:
             preload(blob)
+        ahead = makes_ahead(self._group, self._workers)
         for w in range(self._workers):
             tag = _worker_tag(self._tag, w)
-            init = Init(blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits)
+            init = Init(
+                blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits, ahead
+            )
             self._group.send(w, init)
 
     def close(self) -> None:

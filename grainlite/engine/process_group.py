@@ -128,6 +128,8 @@ def _start_error(worker: int, count: int, error: OSError) -> ResourceLimitError:
 class ProcessGroup:
     """``count`` worker processes running :mod:`grainlite.engine.child`, tagged ``tag``."""
 
+    runs_on_this_host = True  # its workers share this host's CPUs (see flow.makes_ahead)
+
     def __init__(self, count: int, tag: str) -> None:
         self.count = count
         self.tag = tag

@@ -24,7 +24,10 @@ interpreters (at ``iter()``, before the first ``next()``), sends each its Init, 
 **Credits (flow control).** A worker may have at most ``credits`` elements sent and not yet taken
 by the parent (``worker_buffer_size``). Each Element or ErrorReport spends one; the parent returns
 one with every Ack that follows taking that worker's element. A worker with no credit blocks reading
-its channel, so a slow consumer never makes workers fill memory.
+its channel, so a slow consumer never makes workers fill memory. While it waits, it holds the
+next element already made, where Init's ``ahead`` says so (:func:`~grainlite.engine.flow.
+makes_ahead`: local workers that have a CPU each); else it makes the next element only once it
+has a credit, and holds no element beyond its credits.
 
 **Slabs (shared memory).** A worker writes an element's arrays into its slabs (reusable shared
 memory, see :mod:`grainlite.engine.transport`). An Element lists the slabs it uses and announces
@@ -69,6 +72,7 @@ class Init(NamedTuple):
     owner_pid: int  # the parent's pid, recorded in slab names (it owns their lifetime)
     tag: str  # slab name tag of this worker
     credits: int  # elements it may send before the first Ack
+    ahead: bool = True  # make the next element while waiting for a credit (flow.makes_ahead)
 
 
 class Ack(NamedTuple):
