@@ -129,6 +129,24 @@ def module_leaves_no_ray():
     fail_on_ray_leftovers(*ray_leftovers(before), "this test module")
 
 
+# What a worker's pipeline declares about its process (grainlite.dataset.read_ahead.share_cpus,
+# stream_blocks) when a test runs one here: module state that would outlive the test.
+_WORKER_DECLARATIONS = ("_cpus_for_reads", "_read_ahead_bytes", "_streaming", "_workers_sharing")
+
+
+@pytest.fixture(autouse=True)
+def starts_as_a_training_process():
+    """Each test runs as the training process, whatever a test before it ran here as a worker:
+    a worker's share of the CPUs (or its worker count) left behind would turn reader threads or
+    list reads off in the tests after it."""
+    from grainlite.dataset import read_ahead
+
+    saved = {name: getattr(read_ahead, name) for name in _WORKER_DECLARATIONS}
+    yield
+    for name, value in saved.items():
+        setattr(read_ahead, name, value)
+
+
 @pytest.fixture(autouse=True)
 def leaves_no_processes_or_shared_memory():
     """Fails the test if it leaves a child process or a /dev/shm segment of this process behind,

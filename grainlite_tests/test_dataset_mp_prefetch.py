@@ -282,6 +282,7 @@ def test_batch_with_drop_remainder_before_mp_prefetch_gives_one_workers_batches(
     assert got == expected
 
 
+@pytest.mark.usefixtures("as_a_worker")
 def test_a_last_batch_stacks_straight_into_the_workers_shared_memory():
     allocated: list[tuple[tuple[int, ...], np.dtype]] = []
 
@@ -317,6 +318,7 @@ def as_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     from grainlite.dataset import read_ahead
 
     monkeypatch.setattr(read_ahead, "_cpus_for_reads", read_ahead._cpus_for_reads)
+    monkeypatch.setattr(read_ahead, "_workers_sharing", read_ahead._workers_sharing)
     monkeypatch.setattr(read_ahead, "_streaming", read_ahead._streaming)
 
 
