@@ -278,3 +278,40 @@ def test_the_server_preloads_the_imported_modules_a_pickled_pipeline_names_and_n
     assert all(name in sys.modules for name in found)
     assert len(found) == len(set(found))
     assert preloadable_modules(b"nothing to import here") == []
+
+
+class AddTable(grain.MapTransform):
+    """record -> record + the sum of a row of a table the pipeline carries (4 MiB of it)."""
+
+    def __init__(self) -> None:
+        self.table = np.arange(1 << 19, dtype=np.int64).reshape(512, 1024)
+
+    def map(self, record: int) -> int:
+        return int(record) + int(self.table[record % 512].sum())
+
+
+@pytest.mark.parametrize("start", ["forkserver", "spawn"])
+def test_forked_workers_get_the_pipeline_from_the_server_and_no_init_carries_it(
+    start, monkeypatch
+):
+    from grainlite.engine.process_group import ProcessGroup
+    from grainlite.engine.protocol import Init
+
+    monkeypatch.setenv(WORKER_START_ENV, start)
+    carried: list[int] = []
+    send = ProcessGroup.send
+
+    def send_and_note(group, worker, message):
+        if isinstance(message, Init):
+            carried.append(len(message.pipeline))
+        send(group, worker, message)
+
+    monkeypatch.setattr(ProcessGroup, "send", send_and_note)
+    table = AddTable().table
+    got = list(loader(records=12, workers=3, operations=[AddTable()]))
+    assert got == [record + int(table[record % 512].sum()) for record in range(12)]
+    assert len(carried) == 3
+    if start == "forkserver":
+        assert carried == [0, 0, 0]  # the pipeline went to the server once, in a memory file
+    else:
+        assert min(carried) > 4 << 20  # each spawned interpreter is sent the pipeline

@@ -1,7 +1,10 @@
-"""A local worker makes its next element while it waits for a credit only where each worker has a
-CPU (grainlite.engine.flow.makes_ahead): with more workers than CPUs it makes an element only
-once it may send it, so it holds no element (and no slab) beyond its credits. Real worker
-processes; what they made is counted in a file each element appends to."""
+"""Local workers share the CPUs they have (grainlite.engine.flow): a worker makes its next
+element while it waits for a credit only where each worker has a CPU (makes_ahead): with more
+workers than CPUs it makes an element only once it may send it, so it holds no element (and no
+slab) beyond its credits; and then only one worker per CPU starts, in the order the elements are
+taken, the others once the first element has come (starting_credits), so the first element has a
+CPU to itself. Real worker processes; what they made is counted in a file each element appends
+to."""
 
 from __future__ import annotations
 
@@ -58,5 +61,89 @@ def test_workers_make_an_element_ahead_of_their_credit_only_with_a_cpu_each(
         assert int(next(iterator)) == 0
         assert _settled_count(log, made) == made
         assert [int(next(iterator)) for _ in range(20)] == list(range(1, 21))
+    finally:
+        iterator.close()  # type: ignore[attr-defined]
+
+
+def _made(log) -> list[int]:
+    return sorted(int(line) for line in log.read_text().splitlines()) if log.exists() else []
+
+
+def _three_workers(api: str, log, state: object = None):
+    """An iterator of 3 workers with 1 credit each over 0..99 (worker w makes w, w + 3, ...),
+    from ``state`` if given, started (its workers run) before any ``next()``."""
+    if api == "loader":
+        iterator = iter(
+            grain.DataLoader(
+                data_source=grain.RangeDataSource(0, 100, 1),
+                sampler=grain.SequentialSampler(100, grain.NoSharding()),
+                operations=[rp.Logged(str(log))],
+                worker_count=3,
+                worker_buffer_size=1,
+                read_options=grain.ReadOptions(num_threads=0, prefetch_buffer_size=1),
+            )
+        )
+    else:
+        dataset = grain.MapDataset.range(100).to_iter_dataset(grain.ReadOptions(num_threads=0))
+        options = grain.MultiprocessingOptions(num_workers=3, per_worker_buffer_size=1)
+        iterator = iter(dataset.map(rp.Logged(str(log))).mp_prefetch(options))
+    if state is not None:
+        iterator.set_state(state)  # type: ignore[attr-defined]
+    iterator.start_prefetch()  # type: ignore[attr-defined]
+    return iterator
+
+
+@pytest.mark.parametrize("api", ["loader", "dataset"])
+def test_with_fewer_cpus_than_workers_only_one_per_cpu_starts_until_the_first_element(
+    tmp_path, monkeypatch, api
+):
+    # One CPU, three workers: worker 0 makes element 0 alone (with a CPU to itself); workers 1
+    # and 2 make nothing until element 0 has arrived, then the stream goes on in order.
+    monkeypatch.setattr(flow, "usable_cpu_count", lambda: 1)
+    log = tmp_path / "made"
+    iterator = _three_workers(api, log)
+    try:
+        assert _settled_count(log, 1) == 1
+        assert _made(log) == [0]
+        assert int(next(iterator)) == 0
+        _settled_count(log, 3)
+        assert _made(log) == [0, 1, 2, 3]  # each has its credit; worker 0 its second
+        assert [int(next(iterator)) for _ in range(20)] == list(range(1, 21))
+    finally:
+        iterator.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("api", ["loader", "dataset"])
+def test_a_restored_iterator_starts_the_worker_whose_element_comes_next(
+    tmp_path, monkeypatch, api
+):
+    # Four elements taken (0..3), so element 4, worker 1's, comes next: worker 1 starts alone.
+    # (The iterator started at the beginning before set_state moved it: worker 0 may have made
+    # element 0 by then.)
+    monkeypatch.setattr(flow, "usable_cpu_count", lambda: 1)
+    first = _three_workers(api, tmp_path / "first")
+    try:
+        assert [int(next(first)) for _ in range(4)] == [0, 1, 2, 3]
+        state = first.get_state()  # type: ignore[attr-defined]
+    finally:
+        first.close()  # type: ignore[attr-defined]
+    log = tmp_path / "made"
+    iterator = _three_workers(api, log, state)
+    try:
+        _settled_count(log, 1)
+        assert [made for made in _made(log) if made] == [4]
+        assert [int(next(iterator)) for _ in range(10)] == list(range(4, 14))
+    finally:
+        iterator.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("api", ["loader", "dataset"])
+def test_with_a_cpu_each_every_worker_starts_at_once(tmp_path, monkeypatch, api):
+    monkeypatch.setattr(flow, "usable_cpu_count", lambda: 64)
+    log = tmp_path / "made"
+    iterator = _three_workers(api, log)
+    try:
+        _settled_count(log, 6)
+        assert _made(log) == [0, 1, 2, 3, 4, 5]  # each sent one and made one ahead
     finally:
         iterator.close()  # type: ignore[attr-defined]

@@ -47,6 +47,7 @@ from grainlite.engine.protocol import (
 )
 from grainlite.engine.remote_errors import exit_in_pipeline_error, report
 from grainlite.engine.transport import SlabPool
+from grainlite.errors import GrainliteRuntimeError
 from grainlite.stats import tracing
 from grainlite.stats.counters import WorkerCounters, clock
 
@@ -80,6 +81,8 @@ class Worker:
     def handle(self, message: ToWorker) -> None:
         if isinstance(message, Ack):
             self.credits += message.credit
+            if not self.counters.buffer:  # held back at the start: its first credits
+                self.counters.buffer = message.credit
             if self.pool is not None and message.released:
                 self.pool.release(message.released)
         elif isinstance(message, Restart):
@@ -144,6 +147,18 @@ class Worker:
                 self.receive()
             self.generation, state, self.credits = self.restart
             self.restart = None
+            state = self.hold_until_credit(state)
+
+    def hold_until_credit(self, state: Any) -> Any:
+        """Waits for a first credit where the parent gave none (it held this worker back until
+        the first element came, see flow.starting_credits); returns the state to start from
+        (a Restart meanwhile moves it)."""
+        while not self.credits:
+            self.wait_for_credit()
+            if self.restart is not None:
+                self.generation, state, self.credits = self.restart
+                self.restart = None
+        return state
 
     def drop_element(self) -> None:
         """Gives the slabs of an element that will not be sent back to the pool."""
@@ -170,14 +185,15 @@ class Worker:
         if tracing.workers_switched_on():  # jax_profile_workers: the first message is the port
             self.counters.profiler_port = tracing.start_worker_server(init.worker) or 0
             self.report_stats()  # the parent registers the server before the first next()
+        state = self.hold_until_credit(init.state)  # held back: nothing unpickled before
         try:
             # cloudpickle's output is plain pickle: loading it imports cloudpickle only if it must.
-            pipeline = pickle.loads(init.pipeline)
+            pipeline = pickle.loads(init.pipeline or inherited_pipeline())
         except Exception as error:
-            self.send(report(error, 0, None))
+            self.send(report(error, self.generation, None))
             while True:
                 self.receive()
-        self.run(pipeline, init.worker, init.workers, init.state)
+        self.run(pipeline, init.worker, init.workers, state)
 
     def encode(self, element: Any, state: Any) -> tuple[Any, list[int], list[tuple[int, str]]]:
         """The message for one element, with the slabs it uses and the slabs made for it."""
@@ -260,6 +276,21 @@ class Worker:
             elements.close()
         self.report_stats()
         self.send(End(self.generation))
+
+
+INHERITED_PIPELINE: bytes | None = None
+"""The pickled pipeline a fork server read before forking this worker (None: not forked so)."""
+
+
+def inherited_pipeline() -> bytes:
+    """The pipeline this worker inherited from its fork server, for an Init that carries none."""
+    if not INHERITED_PIPELINE:
+        raise GrainliteRuntimeError(
+            "grainlite: this worker's Init carries no pipeline and its fork server passed none "
+            "on; set GRAINLITE_WORKER_START=spawn to start each worker as its own interpreter, "
+            "and report this as a bug."
+        )
+    return INHERITED_PIPELINE
 
 
 def _watch_parent(worker: Worker, parent: int) -> None:

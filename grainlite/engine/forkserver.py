@@ -23,7 +23,9 @@ FD is one end of a ``SOCK_SEQPACKET`` socket pair, the control channel. The pare
   ``("failed", worker, errno, strerror)``;
 - ``("import", [module, ...])``: imports the modules a pipeline names (of the packages
   :data:`~grainlite.engine.forkserver_client.PRELOADED_PACKAGES`), so the workers forked after
-  share them instead of each importing them;
+  share them instead of each importing them. A memory file holding the pickled pipeline may be
+  attached: the server reads it once, and the workers forked after inherit it (their Init then
+  carries no pipeline);
 - ``("kill", pid)``: SIGKILLs that worker if the server has not reaped it yet (the server is the
   only process that can say the pid is still the worker's). The group asks this only of a worker
   that did not exit within its deadline after Stop, and then closes the channel: the segments
@@ -123,6 +125,8 @@ class Server:
         if message[0] == "fork":
             self.fork(message[1], fds[0])
         elif message[0] == "import":
+            if fds:
+                keep_pipeline(fds[0])
             self.preload(message[1])
         elif message[0] == "kill" and message[1] in self.workers:
             with contextlib.suppress(OSError):
@@ -201,6 +205,20 @@ class Server:
         # training process's by name (Init.owner_pid), of this group's tag.
         shm.remove_tagged(self.tag, self.parent)
         os._exit(0)
+
+
+def keep_pipeline(fd: int) -> None:
+    """Reads the pickled pipeline from the memory file ``fd`` (then closed) into this process,
+    where the workers forked after find it (:func:`grainlite.engine.child.inherited_pipeline`):
+    one copy, its pages shared by them all."""
+    from grainlite.engine import child
+
+    try:
+        with open(fd, "rb") as memory_file:  # closes fd
+            memory_file.seek(0)  # the sender's offset: the description is shared
+            child.INHERITED_PIPELINE = memory_file.read()
+    except OSError:  # the workers are then told it is missing (an empty pipeline)
+        child.INHERITED_PIPELINE = b""
 
 
 def waited(pid: int, options: int) -> bool:

@@ -103,14 +103,36 @@ class ForkServer:
         self._codes: dict[int, int] = {}  # pid -> return code
         self._gone = False  # the server ended (its channel closed)
 
-    def preload(self, modules: list[str]) -> None:
+    def preload(self, modules: list[str], pipeline: bytes) -> bool:
         """Asks the server to import ``modules`` before it forks (an import that fails is left
-        to the worker, which reports it where it unpickles)."""
+        to the worker, which reports it where it unpickles) and to keep ``pipeline``, which the
+        workers forked after it inherit (:func:`grainlite.engine.child.inherited_pipeline`);
+        True if the server has it.
+
+        The pipeline travels once, through a memory file whose descriptor goes with the
+        request, instead of in every worker's Init: on a pipeline of 15 MB, pickling and
+        writing it to 16 workers took the training process 0.5 s before their first element,
+        and each worker kept its own copy."""
         assert self._conn is not None
+        request = pickle.dumps(("import", modules), _PROTOCOL)
         try:
-            self._conn.send(pickle.dumps(("import", modules), _PROTOCOL))
+            fd = os.memfd_create("grainlite-pipeline", os.MFD_CLOEXEC)
+        except (AttributeError, OSError):  # no memory files here: each Init carries it
+            fd = None
+        try:
+            if fd is None:
+                self._conn.send(request)
+                return False
+            with open(fd, "wb", closefd=False) as memory_file:
+                memory_file.write(pipeline)
+            socket.send_fds(self._conn, [request], [fd])
+            return True
         except OSError:
             self._gone = True
+            return False
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def fork(self, worker: int, fd: int) -> ForkedProcess:
         """Asks the server to fork ``worker`` on the socket ``fd`` (the caller then closes its

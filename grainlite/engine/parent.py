@@ -20,7 +20,7 @@ from typing import Any
 from grainlite import shm
 from grainlite.engine import remote_errors
 from grainlite.engine.failures import FailedElement
-from grainlite.engine.flow import acknowledge, makes_ahead
+from grainlite.engine.flow import acknowledge, makes_ahead, release_held, starting_credits
 from grainlite.engine.pipeline import WorkerPipeline
 from grainlite.engine.position import IteratorPosition
 from grainlite.engine.process_group import ProcessGroup, interrupts_held_back
@@ -100,6 +100,7 @@ class WorkerStream:
         self._profiled: dict[int, Any] = {}
         self._await_ports = tracing.workers_switched_on()
         self._held: list[Any] = [None] * workers  # a message taken early, for _receive
+        self._held_back: list[int] = []  # workers given no credit yet (flow.starting_credits)
         self._stall = StallWatch(
             self._group.ready, self._group.pid, self._describe, self._group.dump_stacks
         )
@@ -130,15 +131,29 @@ class WorkerStream:
         blob = self._pipeline.pickled()
         self._pipeline.release_readers()  # only the workers read
         preload = getattr(self._group, "preload", None)  # a fork server imports ahead
-        if preload is not None:
-            preload(blob)
+        if preload is not None and preload(blob):
+            blob = b""  # the forked workers have it (child.inherited_pipeline)
         ahead = makes_ahead(self._group, self._workers)
+        credits = self._starting_credits()
         for w in range(self._workers):
             tag = _worker_tag(self._tag, w)
             init = Init(
-                blob, w, self._workers, self._states[w], os.getpid(), tag, self._credits, ahead
+                blob, w, self._workers, self._states[w], os.getpid(), tag, credits[w], ahead
             )
             self._group.send(w, init)
+
+    def _starting_credits(self) -> list[int]:
+        """Each worker's credits as it starts (or restarts) at the current position; those
+        given none are held back until the first element comes (flow.starting_credits)."""
+        workers = self._workers
+        order = [
+            w % workers
+            for w in range(self._next, self._next + workers)
+            if not self._exhausted[w % workers]
+        ]
+        credits = starting_credits(self._group, workers, self._credits, order)
+        self._held_back = [w for w in range(workers) if not credits[w]]
+        return credits
 
     def close(self) -> None:
         """Stops the workers, removes every shared-memory name they made and drops this
@@ -165,9 +180,10 @@ class WorkerStream:
         if not self._group.started:
             return True
         self._generation += 1
+        credits = self._starting_credits()
         try:
             for w in range(self._workers):
-                self._group.send(w, Restart(self._generation, self._states[w], self._credits))
+                self._group.send(w, Restart(self._generation, self._states[w], credits[w]))
         except OSError:  # a worker is gone (killed, out of memory): new processes will do
             self.close()
             return False
@@ -221,6 +237,8 @@ class WorkerStream:
             begin = clock()
             message = self._receive(w)
             received = clock()
+            if self._held_back:  # the first element came: the workers held back start
+                release_held(self._group, self._held_back, self._credits)
             counters = self.counters
             counters.wait_ns += received - begin
             if isinstance(message, End):

@@ -198,13 +198,17 @@ class ProcessGroup:
             raise _start_error(0, self.count, error) from error
         self._servers.append(server)
 
-    def preload(self, pipeline: bytes) -> None:
+    def preload(self, pipeline: bytes) -> bool:
         """Has the fork server import the modules the pickled ``pipeline`` names (those of
-        :func:`~grainlite.engine.forkserver_client.preloadable_modules`), then forks the
-        workers: each worker finds them imported. Nothing where workers are not forked."""
+        :func:`~grainlite.engine.forkserver_client.preloadable_modules`) and keep the pipeline,
+        then forks the workers: each worker finds them imported, and the pipeline in its
+        memory. True when the workers have the pipeline that way (their Init then need not carry
+        it); False where workers are not forked, or were forked before."""
+        inherited = False
         if self._servers and not self._handles:
-            self._servers[0].preload(preloadable_modules(pipeline))
+            inherited = self._servers[0].preload(preloadable_modules(pipeline), pipeline)
         self._fork_workers()
+        return inherited
 
     def _fork_workers(self) -> None:
         """Asks the fork server for every worker, once."""

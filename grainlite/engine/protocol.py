@@ -27,7 +27,10 @@ one with every Ack that follows taking that worker's element. A worker with no c
 its channel, so a slow consumer never makes workers fill memory. While it waits, it holds the
 next element already made, where Init's ``ahead`` says so (:func:`~grainlite.engine.flow.
 makes_ahead`: local workers that have a CPU each); else it makes the next element only once it
-has a credit, and holds no element beyond its credits.
+has a credit, and holds no element beyond its credits. A worker whose Init or Restart gives it
+no credit (:func:`~grainlite.engine.flow.starting_credits`: more local workers than CPUs, and it
+is not among the first, one per CPU, in the order the parent takes elements) makes nothing (and,
+after Init, unpickles nothing) until its first Ack, which comes once the first element has.
 
 **Slabs (shared memory).** A worker writes an element's arrays into its slabs (reusable shared
 memory, see :mod:`grainlite.engine.transport`). An Element lists the slabs it uses and announces
@@ -65,13 +68,13 @@ from grainlite.stats.counters import REPORT_WHEN_BLOCKED_S as REPORT_WHEN_BLOCKE
 class Init(NamedTuple):
     """The first message: what to run and from where."""
 
-    pipeline: bytes  # the cloudpickled Pipeline
+    pipeline: bytes  # the cloudpickled Pipeline; empty: the one its fork server passed on
     worker: int  # this worker's index, 0 <= worker < workers
     workers: int  # how many workers share this host's stream
     state: Any  # where to start (a pipeline state)
     owner_pid: int  # the parent's pid, recorded in slab names (it owns their lifetime)
     tag: str  # slab name tag of this worker
-    credits: int  # elements it may send before the first Ack
+    credits: int  # elements it may send before the first Ack (0: wait for one to start)
     ahead: bool = True  # make the next element while waiting for a credit (flow.makes_ahead)
 
 
