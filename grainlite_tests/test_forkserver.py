@@ -291,9 +291,7 @@ class AddTable(grain.MapTransform):
 
 
 @pytest.mark.parametrize("start", ["forkserver", "spawn"])
-def test_forked_workers_get_the_pipeline_from_the_server_and_no_init_carries_it(
-    start, monkeypatch
-):
+def test_forked_workers_get_the_pipeline_from_the_server_and_no_init_carries_it(start, monkeypatch):
     from grainlite.engine.process_group import ProcessGroup
     from grainlite.engine.protocol import Init
 

@@ -114,9 +114,7 @@ def test_with_fewer_cpus_than_workers_only_one_per_cpu_starts_until_the_first_el
 
 
 @pytest.mark.parametrize("api", ["loader", "dataset"])
-def test_a_restored_iterator_starts_the_worker_whose_element_comes_next(
-    tmp_path, monkeypatch, api
-):
+def test_a_restored_iterator_starts_the_worker_whose_element_comes_next(tmp_path, monkeypatch, api):
     # Four elements taken (0..3), so element 4, worker 1's, comes next: worker 1 starts alone.
     # (The iterator started at the beginning before set_state moved it: worker 0 may have made
     # element 0 by then.)
