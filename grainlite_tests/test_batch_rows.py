@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import grainlite as grain
 from grainlite.transforms.batch import make_batch
-from grainlite.transforms.batch_rows import MIN_ELEMENT_BYTES, BatchRows
+from grainlite.transforms.batch_rows import MIN_ELEMENT_BYTES, BatchRows, batch_as_they_come
 
 BIG = MIN_ELEMENT_BYTES // 4  # float32 values in a leaf that makes an element large enough
 
@@ -73,6 +73,43 @@ def test_rows_equal_make_batch_or_hand_the_elements_back_unchanged(size, count, 
                 assert_identical(got, want)
             return
     assert_identical(rows.batch(), make_batch(elements))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    size=st.integers(1, 6),
+    count=st.integers(1, 6),
+    change=st.sampled_from(sorted(CHANGES)),
+    at=st.integers(0, 5),
+)
+@example(size=4, count=4, change="huge int", at=0)
+@example(size=4, count=4, change="shape", at=0)
+def test_a_batch_filled_as_its_elements_come_equals_stacking_them_all(size, count, change, at):
+    count = min(count, size)
+    elements = [element(i, CHANGES[change][0] if i == at else None) for i in range(count)]
+    try:
+        want = make_batch(elements)
+    except Exception as error:
+        with pytest.raises(type(error)) as raised:
+            batch_as_they_come(iter(elements), size, np.empty, make_batch)
+        assert str(raised.value) == str(error)
+        return
+    assert_identical(batch_as_they_come(iter(elements), size, np.empty, make_batch), want)
+
+
+def test_a_first_element_the_rows_cannot_write_is_stacked_and_not_lost():
+    # A Python int beyond int64 in the first element: the rows cannot hold it, so the batch is
+    # stacked the usual way (it was dropped from the batch before).
+    elements = [element(i, {"count": 2**70} if i == 0 else None) for i in range(4)]
+    assert BatchRows.start(elements[0], 4, None) is None
+    loader = grain.DataLoader(
+        data_source=elements,
+        sampler=grain.SequentialSampler(4, grain.NoSharding()),
+        operations=[grain.Batch(4)],
+        worker_count=0,
+    )
+    (batch,) = list(loader)
+    assert_identical(batch, make_batch(elements))
 
 
 @pytest.mark.parametrize("change", sorted(CHANGES))

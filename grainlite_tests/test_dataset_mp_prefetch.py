@@ -18,6 +18,7 @@ import textwrap
 import threading
 import time
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
 from grainlite.dataset.mp.pipeline import DatasetPipeline
 from grainlite.dataset.mp.prefetch import MultiprocessPrefetchDatasetIterator
 from grainlite.options import MultiprocessingOptions
+from grainlite.transforms.batch import make_batch
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, to_plain
 from grainlite_tests.support.waiting import assert_gone
 
@@ -349,21 +351,44 @@ def test_a_map_dataset_batch_read_last_fills_rows_in_shared_memory_when_sent():
     assert got[0]["label"].dtype == expected[1]["label"].dtype
 
 
+def _batched(dataset: MapDataset, kind: str, batch_fn: Any = None) -> IterDataset:
+    """``dataset`` batched by 4: a ``MapDataset.batch`` read by ``to_iter_dataset()``, or an
+    ``IterDataset.batch`` after it."""
+    if kind == "map":
+        return dataset.batch(4, batch_fn=batch_fn).to_iter_dataset()
+    return dataset.to_iter_dataset().batch(4, batch_fn=batch_fn)
+
+
+def _batches_or_error(dataset: IterDataset) -> list[Any]:
+    """The batches, in plain form, up to the first ValueError (its message last)."""
+    out: list[Any] = []
+    with iter(dataset) as iterator:
+        while True:
+            try:
+                out.append(to_plain(next(iterator)))
+            except StopIteration:
+                return out
+            except ValueError as error:
+                return [*out, str(error)]
+
+
+@pytest.mark.parametrize("kind", ["map", "iter"])
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.usefixtures("as_a_worker")
-def test_batches_filled_in_the_workers_equal_stacking_and_fail_alike(workers):
-    good = MapDataset.range(11).shuffle(seed=3).map(picture).batch(4).to_iter_dataset()
-    expected = [to_plain(batch) for batch in good]
-    assert [to_plain(batch) for batch in good.mp_prefetch(options(workers))] == expected
-    odd = MapDataset.range(11).map(odd_one_at_seven).batch(4).to_iter_dataset()
-    with pytest.raises(ValueError) as in_process:
-        list(odd)
-    iterator = iter(odd.mp_prefetch(options(workers)))
-    with pytest.raises(ValueError) as in_workers:
-        for _ in range(3):
-            next(iterator)
-    iterator.close()
-    assert str(in_workers.value) == str(in_process.value)
+def test_batches_filled_in_the_workers_equal_stacking_and_fail_alike(workers, kind):
+    # Against the same batches stacked by a batch_fn of the user's (never filled in rows).
+    for make in (picture, odd_one_at_seven):
+        source = MapDataset.range(11).shuffle(seed=3).map(make)
+        filled = _batched(source, kind).mp_prefetch(options(workers))
+        stacked = _batched(source, kind, make_batch).mp_prefetch(options(workers))
+        got = _batches_or_error(filled)
+        assert got == _batches_or_error(stacked)
+        assert isinstance(got[-1], str) == (make is odd_one_at_seven)
+    if kind == "map":  # a MapDataset.batch's batches are the same in one process
+        odd = _batched(MapDataset.range(11).map(odd_one_at_seven), kind)
+        with pytest.raises(ValueError) as in_process:
+            list(odd)
+        assert _batches_or_error(odd.mp_prefetch(options(workers)))[-1] == str(in_process.value)
 
 
 def picture_and_malloc(x: int) -> dict[str, Any]:
@@ -385,10 +410,38 @@ def test_only_workers_that_free_whole_batches_of_large_elements_change_malloc_se
         dataset = MapDataset.range(8).map(transform).batch(2).to_iter_dataset()
         return [int(k) for batch in dataset.mp_prefetch(options(1)) for k in batch["kept"]]
 
-    # From the second batch on (the first is read before any batch is filled), the worker
-    # filling rows keeps freed memory; a worker stacking small elements never asks.
-    assert kept(picture_and_malloc) == [-1, -1] + [1] * 6
+    # A worker that copies each large element into its row as it is made frees the elements
+    # one by one, as one that stacks small elements does: neither asks. (Only a batch read
+    # ahead, by reader threads, and filled when sent frees its elements together.)
+    assert kept(picture_and_malloc) == [-1] * 8
     assert kept(small_and_malloc) == [-1] * 8
+
+
+_PICTURES_MADE: list[weakref.ref] = []
+
+
+def picture_and_company(x: int) -> dict[str, Any]:
+    """:func:`picture`, with how many pictures made before it in this process are still held."""
+    held = sum(made() is not None for made in _PICTURES_MADE)
+    element = picture(x)
+    _PICTURES_MADE.append(weakref.ref(element["pixels"]))
+    return {**element, "held": np.int64(held)}
+
+
+@pytest.mark.parametrize("kind", ["map", "iter"])
+def test_a_worker_copies_each_element_of_a_batch_into_its_row_as_it_is_made(kind):
+    # Batches of 8 large elements: stacking at the end held 7 when the 8th was made; filled row
+    # by row, an element is dropped once it is in its row. Both batch nodes.
+    pictures = MapDataset.range(24).map(picture_and_company)
+    read = lite.ReadOptions(num_threads=0)
+    if kind == "map":
+        dataset = pictures.batch(8).to_iter_dataset(read)
+    else:
+        dataset = pictures.to_iter_dataset(read).batch(8)
+    expected = [to_plain({k: v for k, v in b.items() if k != "held"}) for b in dataset]
+    got = list(dataset.mp_prefetch(options(1)))
+    assert [to_plain({k: v for k, v in b.items() if k != "held"}) for b in got] == expected
+    assert max(int(batch["held"].max()) for batch in got) <= 1
 
 
 def test_a_users_source_cannot_be_shared_by_several_workers_as_in_grain():

@@ -145,3 +145,49 @@ def test_with_a_cpu_each_every_worker_starts_at_once(tmp_path, monkeypatch, api)
         assert _made(log) == [0, 1, 2, 3, 4, 5]  # each sent one and made one ahead
     finally:
         iterator.close()  # type: ignore[attr-defined]
+
+
+class SlowFirst(grain.MapTransform):
+    """Element 0 takes 2 s; the others are immediate."""
+
+    def map(self, element: int) -> int:
+        if int(element) == 0:
+            time.sleep(2.0)
+        return element
+
+
+@pytest.mark.parametrize("api", ["loader", "dataset"])
+def test_a_held_back_worker_busy_when_set_state_moves_it_keeps_the_credit_that_releases_it(
+    monkeypatch, api
+):
+    # One CPU, three workers. The iterator starts at the beginning: worker 0 alone makes
+    # element 0 (2 s). set_state then moves it to element 4, worker 1's: worker 1 starts, and
+    # worker 0 is held back. Element 4 comes while worker 0 is still busy: worker 0 reads the
+    # Restart and the Ack that releases it together, after its old element; the Ack's credit
+    # is the new generation's (dropped with the old one, the stream hung at element 6).
+    monkeypatch.setattr(flow, "usable_cpu_count", lambda: 1)
+    state = None
+    for _ in range(2):
+        if api == "loader":
+            iterator = iter(
+                grain.DataLoader(
+                    data_source=grain.RangeDataSource(0, 100, 1),
+                    sampler=grain.SequentialSampler(100, grain.NoSharding()),
+                    operations=[SlowFirst()],
+                    worker_count=3,
+                    worker_buffer_size=1,
+                )
+            )
+        else:
+            dataset = grain.MapDataset.range(100).to_iter_dataset(grain.ReadOptions(num_threads=0))
+            options = grain.MultiprocessingOptions(num_workers=3, per_worker_buffer_size=1)
+            iterator = iter(dataset.map(SlowFirst()).mp_prefetch(options))
+        try:
+            if state is None:
+                assert [int(next(iterator)) for _ in range(4)] == [0, 1, 2, 3]
+                state = iterator.get_state()  # type: ignore[attr-defined]
+                continue
+            iterator.set_state(state)  # type: ignore[attr-defined]
+            assert [int(next(iterator)) for _ in range(10)] == list(range(4, 14))
+        finally:
+            iterator.close()  # type: ignore[attr-defined]

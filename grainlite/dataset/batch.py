@@ -45,6 +45,7 @@ from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.stats.counters import StageCounter, clock
 from grainlite.stats.tracing import span
 from grainlite.transforms.batch import make_batch, validate_batch_size
+from grainlite.transforms.batch_rows import BatchRows
 
 
 def stack(values: list[Any]) -> Any:
@@ -155,6 +156,16 @@ class BatchMapDataset(MapDataset):
         """``_getitems`` one batch at a time: each batch's rows are one block read of the
         parent (a batch is made when all its rows are), so a batch is handed out before the
         next one's rows are read."""
+        fill = self._fill
+        if fill is not None and len(indices) and len(self):
+            # Each element into its row as it is made (stack_with).
+            from grainlite.dataset.map import parent_stream
+
+            stream = parent_stream(self._parent)
+            rows, bounds = self._rows(indices)
+            for a, b in itertools.pairwise(bounds):
+                yield fill(stream(rows[a:b]), b - a)
+            return
         if len(indices) <= 1 or not len(self):
             yield from self._getitems(indices)
             return
@@ -177,7 +188,7 @@ class BatchMapDataset(MapDataset):
         return self._rows(indices)[0]
 
     def _rows(self, indices: Sequence[int]) -> tuple[list[int], list[int]]:
-        """The parent rows of the batches at ``indices`` (more than one; some batches exist),
+        """The parent rows of the batches at ``indices`` (one or more; some batches exist),
         and where each batch's rows start and end in them."""
         length, size, total = len(self), self._batch_size, len(self._parent)
         epochs, batches = np.divmod(np.asarray(indices, dtype=np.int64), length)
@@ -204,10 +215,19 @@ class BatchMapDataset(MapDataset):
         (:attr:`fills_shared_memory`)."""
         return self if self.fills_shared_memory else None
 
-    def stack_with(self, batch_fn: Callable[[list[Any]], Any]) -> None:
-        """Makes this node batch with ``batch_fn`` in place of the default stacking: an
-        ``mp_prefetch`` worker's private copy fills its rows in shared memory when sent."""
+    _fill: Callable[[Iterator[Any], int], Any] | None = None
+
+    def stack_with(
+        self,
+        batch_fn: Callable[[list[Any]], Any],
+        fill: Callable[[Iterator[Any], int], Any] | None = None,
+    ) -> None:
+        """Makes this node batch with ``batch_fn`` in place of the default stacking, and, where
+        ``fill`` is given, make a batch it streams (:meth:`_stream`) with ``fill(elements,
+        count)``, which takes each element as it is made: an ``mp_prefetch`` worker's private
+        copy fills its rows in shared memory."""
         self._batch_fn = batch_fn
+        self._fill = fill
 
 
 class BatchIterDataset(IterDataset):
@@ -301,8 +321,16 @@ class BatchDatasetIterator(DatasetIterator):
 
         set_next_index(self._parent, index * self._batch_size)
 
+    _allocate: Callable[..., Any] | None = None  # set by stack_into
+
     def __next__(self) -> Any:
-        values = list(itertools.islice(self._parent, self._batch_size))
+        if self._allocate is not None:
+            return self._next_in_rows(self._allocate)
+        return self._stacked(list(itertools.islice(self._parent, self._batch_size)))
+
+    def _stacked(self, values: list[Any], spent: int = 0) -> Any:
+        """The batch of ``values`` by ``batch_fn`` (StopIteration where there is none);
+        ``spent``: nanoseconds this batch already took here, for its stats."""
         if not values or (self._drop_remainder and len(values) < self._batch_size):
             raise StopIteration
         with span("Batch"):  # a profiler span while a trace records
@@ -310,15 +338,45 @@ class BatchDatasetIterator(DatasetIterator):
             try:
                 return self._batch_fn(values)
             finally:
-                self._stats_stage.add(clock() - begin, len(values), 1)
+                self._stats_stage.add(spent + clock() - begin, len(values), 1)
+
+    def _next_in_rows(self, allocate: Callable[..., Any]) -> Any:
+        """The next batch, each large element copied into its row of ``allocate``'s memory as
+        it comes (:class:`~grainlite.transforms.batch_rows.BatchRows`), so no two are held at
+        once; others (small, or of another layout midway) are stacked by :meth:`_stacked`, as
+        ``make_batch`` stacks them. Pulling the elements is not counted as this node's time."""
+        parent, size = self._parent, self._batch_size
+        first = next(parent)  # the stream's end: no batch
+        begin = clock()
+        rows = BatchRows.start(first, size, allocate) if size > 1 else None
+        spent = clock() - begin
+        if rows is None:
+            return self._stacked([first, *itertools.islice(parent, size - 1)], spent)
+        del first  # in its row: the element can go
+        for element in itertools.islice(parent, size - 1):
+            begin = clock()
+            fits = rows.add(element)
+            spent += clock() - begin
+            if not fits:
+                rest = itertools.islice(parent, size - rows.count - 1)
+                return self._stacked([*rows.elements(copy=False), element, *rest], spent)
+        if self._drop_remainder and rows.count < size:
+            raise StopIteration
+        with span("Batch"):
+            begin = clock()
+            batch = rows.batch()
+            self._stats_stage.add(spent + clock() - begin, rows.count, 1)
+        return batch
 
     def stack_into(self, allocate: Callable[..., Any]) -> None:
         """Makes the default stacking build each batch in ``allocate``'s memory (an
-        ``mp_prefetch`` worker's shared memory), so it is sent without a copy; a custom
-        ``batch_fn`` is kept. A batch that fails there is stacked again by :func:`stack`, which
-        raises with its hints."""
+        ``mp_prefetch`` worker's shared memory), so it is sent without a copy, each large
+        element copied into its row as it comes (:meth:`_next_in_rows`); a custom ``batch_fn``
+        is kept. A batch that fails there is stacked again by :func:`stack`, which raises with
+        its hints."""
         if type(self) is BatchDatasetIterator and self._batch_fn is stack:
             self._batch_fn = functools.partial(_stack_into, allocate=allocate)
+            self._allocate = allocate
 
     def get_state(self) -> dict[str, Any]:
         """The parent's state: a batch iterator holds nothing between batches."""

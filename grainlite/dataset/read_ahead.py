@@ -357,7 +357,8 @@ class BlockReader:
         end = time.perf_counter()
         cpu = time.thread_time() - cpu_begin
         waited = cpu_wait_s() - waited_begin if self._timing else 0.0
-        self._timed(block[0] if block else None, len(block), end - begin, end, cpu, waited)
+        first = self._first_bytes(block[0]) if block else 0
+        self._timed(first, len(block), end - begin, end, cpu, waited)
         return block
 
     def _open_block(self, start: int, stop: int) -> None:
@@ -398,15 +399,20 @@ class BlockReader:
         index = self._open_next
         self._open_next = index + 1
         if index + 1 < self._open_stop:
-            if self._open_first is None:
-                self._open_first = (element,)
+            if self._open_first is None:  # its size, not the element: it is not kept
+                self._open_first = (self._first_bytes(element),)
             return [element]
         # The block's last element: the block is timed as one read of its elements.
-        first = self._open_first[0] if self._open_first is not None else element
+        first = self._open_first[0] if self._open_first is not None else self._first_bytes(element)
         count = self._open_stop - self._open_start
         self._open, self._open_first = None, None
         self._timed(first, count, self._open_read, end, self._open_cpu, self._open_waited)
         return [element]
+
+    def _first_bytes(self, element: Any) -> int:
+        """The size of a block's first ``element`` where :meth:`_timed` will use it (the first
+        timed block), else 0 (not computed)."""
+        return _nbytes(element) if self._timing and not self._timed_first else 0
 
     def _after_stream_error(self) -> list[Any]:
         """What :meth:`_pull` hands out after its stream raised at the element ``_open_next``."""
@@ -423,11 +429,12 @@ class BlockReader:
         return [*alone, *rest]
 
     def _timed(
-        self, first: Any, count: int, read: float, end: float, cpu: float, waited: float
+        self, first_bytes: int, count: int, read: float, end: float, cpu: float, waited: float
     ) -> None:
         """Sizes the next block and times the reads for the move to threads, after a block of
-        ``count`` elements (``first`` the first) that took ``read`` seconds to read (ending at
-        ``end``), ``cpu`` seconds of CPU and ``waited`` seconds waiting for a CPU."""
+        ``count`` elements (the first of ``first_bytes``, see :meth:`_first_bytes`) that took
+        ``read`` seconds to read (ending at ``end``), ``cpu`` seconds of CPU and ``waited``
+        seconds waiting for a CPU."""
         if read < _GROW_S:
             self._size = min(READ_POLICY.max_block, self._size * 2)
         elif read > _SHRINK_S:
@@ -441,7 +448,7 @@ class BlockReader:
                 self._shares.append(read / max(read + other, 1e-9))
                 self._cpu_shares.append(cpu / running)
             elif count:
-                self._element_bytes = _nbytes(first)
+                self._element_bytes = first_bytes
                 self._timed_first = True
                 self._returned_at = end
                 running = read - waited

@@ -80,7 +80,10 @@ class Worker:
     # Parent messages -------------------------------------------------------------------------
     def handle(self, message: ToWorker) -> None:
         if isinstance(message, Ack):
-            self.credits += message.credit
+            if self.restart is not None:  # sent after the Restart: the new generation's credit
+                self.restart = self.restart._replace(credits=self.restart.credits + message.credit)
+            else:
+                self.credits += message.credit
             if not self.counters.buffer:  # held back at the start: its first credits
                 self.counters.buffer = message.credit
             if self.pool is not None and message.released:

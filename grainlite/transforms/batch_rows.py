@@ -16,6 +16,7 @@ and the batch is stacked the usual way, errors included.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,8 @@ class BatchRows:
         if rows is None:
             return None
         rows.allocate(size, allocate)
-        rows.add(element)
+        if not rows.add(element):  # a Python int beyond int64: stacked the usual way
+            return None
         return rows
 
     def allocate(self, size: int, allocate: Allocator | None) -> None:
@@ -174,3 +176,24 @@ class BatchRows:
             return arrays[0]
         by_key = dict(zip(self.keys, arrays, strict=True))
         return {key: by_key[key] for key in self.order or ()}
+
+
+def batch_as_they_come(
+    elements: Iterator[Any], size: int, allocate: Allocator, stack: Callable[[list[Any]], Any]
+) -> Any:
+    """The batch of ``elements`` (one to ``size`` of them), each copied into its row of
+    ``allocate``'s memory as it comes, so no two are held at once (:class:`BatchRows`);
+    ``stack`` of them all where they are not a case :class:`BatchRows` takes, as
+    ``make_batch`` would stack them (the rows already filled are handed back as elements).
+
+    An error raised by ``elements`` propagates; the rows allocated for the batch stay with the
+    element being made, whose memory the caller gives back with it."""
+    first = next(elements)
+    rows = BatchRows.start(first, size, allocate)
+    if rows is None:
+        return stack([first, *elements])
+    del first  # in its row: the element can go
+    for element in elements:
+        if not rows.add(element):
+            return stack([*rows.elements(copy=False), element, *elements])
+    return rows.batch()

@@ -14,6 +14,7 @@ same pipeline in one process does; a worker iterator whose position did not move
 
 from __future__ import annotations
 
+import functools
 import pickle
 from collections.abc import Callable, Generator
 from typing import Any
@@ -29,7 +30,7 @@ from grainlite.engine.failures import FailedElement
 from grainlite.engine.malloc import keep_freed_memory
 from grainlite.engine.pipeline import PipelineBase
 from grainlite.stats.collect import IteratorStats
-from grainlite.transforms.batch_rows import BatchRows
+from grainlite.transforms.batch_rows import BatchRows, batch_as_they_come
 
 
 def _picklable(node: Any) -> bool:
@@ -195,7 +196,7 @@ class DatasetPipeline(PipelineBase):
             slice_for_worker(self.dataset, worker, workers, self.sequential)
             self._started = True
             if allocate is not None:
-                _fill_rows_when_sent(self.dataset)
+                _fill_rows_in_shared_memory(self.dataset, allocate)
             if self.worker_init_fn is not None:
                 self.worker_init_fn(worker, workers)
         iterator = self._iterator(self.dataset)
@@ -288,9 +289,16 @@ def _stack_later(values: list[Any]) -> Any:
     return batching.stack(values)
 
 
-def _fill_rows_when_sent(dataset: IterDataset) -> None:
+def _fill_rows_in_shared_memory(dataset: IterDataset, allocate: Callable[..., Any]) -> None:
     """Makes the batch ``dataset`` reads last (:meth:`IterDataset.map_batch_read_last`), if any,
-    batch with :func:`_stack_later`: its rows are filled in shared memory when it is sent."""
+    fill its rows in the worker's shared memory: a batch streamed in the consuming thread
+    (:func:`~grainlite.dataset.read_ahead.stream_blocks`, the element being made) takes each
+    element into its row as it is made, so the worker never holds the batch's elements; one
+    read in a block ahead (reader threads, or a block read again after an error) is a
+    :class:`_RowsLater`, its rows filled when it is sent."""
+    from grainlite.dataset import batch as batching
+
     node = dataset.map_batch_read_last()
     if node is not None:
-        node.stack_with(_stack_later)
+        fill = functools.partial(batch_as_they_come, allocate=allocate, stack=batching.stack)
+        node.stack_with(_stack_later, fill)
