@@ -16,14 +16,16 @@ from leak_check import alive
 
 import grainlite as grain
 from grainlite import shm
+from grainlite.engine import flow
 from grainlite_tests.support.busy import BusyFor
 from grainlite_tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_close_stops_every_busy_worker_against_one_shared_deadline(tmp_path):
+def test_close_stops_every_busy_worker_against_one_shared_deadline(tmp_path, monkeypatch):
     workers = 4
+    monkeypatch.setattr(flow, "usable_cpu_count", lambda: 64)  # all four start at once
     loader = grain.DataLoader(
         data_source=grain.RangeDataSource(0, 100, 1),
         sampler=grain.IndexSampler(100, grain.NoSharding(), num_epochs=1),
