@@ -115,24 +115,19 @@ class ForkServer:
         and each worker kept its own copy."""
         assert self._conn is not None
         request = pickle.dumps(("import", modules), _PROTOCOL)
-        try:
-            fd = os.memfd_create("grainlite-pipeline", os.MFD_CLOEXEC)
-        except (AttributeError, OSError):  # no memory files here: each Init carries it
-            fd = None
+        fd = _memory_file(pipeline)  # None: each Init carries the pipeline
         try:
             if fd is None:
                 self._conn.send(request)
-                return False
-            with open(fd, "wb", closefd=False) as memory_file:
-                memory_file.write(pipeline)
-            socket.send_fds(self._conn, [request], [fd])
-            return True
+            else:
+                socket.send_fds(self._conn, [request], [fd])
         except OSError:
             self._gone = True
             return False
         finally:
             if fd is not None:
                 os.close(fd)
+        return fd is not None
 
     def fork(self, worker: int, fd: int) -> ForkedProcess:
         """Asks the server to fork ``worker`` on the socket ``fd`` (the caller then closes its
@@ -236,6 +231,22 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def _memory_file(data: bytes) -> int | None:
+    """A descriptor of an anonymous memory file holding ``data``, or None where memory files
+    cannot be made or filled here (no ``memfd_create``, or no memory for it)."""
+    try:
+        fd = os.memfd_create("grainlite-pipeline", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        return None
+    try:
+        with open(fd, "wb", closefd=False) as memory_file:
+            memory_file.write(data)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _alive(pid: int) -> bool:
