@@ -33,6 +33,25 @@ def _settled_count(log, at_least: int) -> int:
     return len(log.read_text().splitlines())
 
 
+def _over_range(api: str, workers: int, transform: grain.MapTransform):
+    """An iterator (not started) of ``workers`` workers with 1 credit each over 0..99, each
+    element through ``transform``: worker ``w`` makes ``w``, ``w + workers``, ..."""
+    if api == "loader":
+        return iter(
+            grain.DataLoader(
+                data_source=grain.RangeDataSource(0, 100, 1),
+                sampler=grain.SequentialSampler(100, grain.NoSharding()),
+                operations=[transform],
+                worker_count=workers,
+                worker_buffer_size=1,
+                read_options=grain.ReadOptions(num_threads=0, prefetch_buffer_size=1),
+            )
+        )
+    dataset = grain.MapDataset.range(100).to_iter_dataset(grain.ReadOptions(num_threads=0))
+    options = grain.MultiprocessingOptions(num_workers=workers, per_worker_buffer_size=1)
+    return iter(dataset.map(transform).mp_prefetch(options))
+
+
 @pytest.mark.parametrize("api", ["loader", "dataset"])
 @pytest.mark.parametrize(("cpus", "made"), [(64, 5), (1, 3)], ids=["a-cpu-each", "fewer-cpus"])
 def test_workers_make_an_element_ahead_of_their_credit_only_with_a_cpu_each(
@@ -42,21 +61,7 @@ def test_workers_make_an_element_ahead_of_their_credit_only_with_a_cpu_each(
     # element 1; each makes one more (4 and 3) while it waits, where it has a CPU of its own.
     monkeypatch.setattr(flow, "usable_cpu_count", lambda: cpus)
     log = tmp_path / "made"
-    if api == "loader":
-        iterator = iter(
-            grain.DataLoader(
-                data_source=grain.RangeDataSource(0, 100, 1),
-                sampler=grain.SequentialSampler(100, grain.NoSharding()),
-                operations=[rp.Logged(str(log))],
-                worker_count=2,
-                worker_buffer_size=1,
-                read_options=grain.ReadOptions(num_threads=0, prefetch_buffer_size=1),
-            )
-        )
-    else:
-        dataset = grain.MapDataset.range(100).to_iter_dataset(grain.ReadOptions(num_threads=0))
-        options = grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=1)
-        iterator = iter(dataset.map(rp.Logged(str(log))).mp_prefetch(options))
+    iterator = _over_range(api, 2, rp.Logged(str(log)))
     try:
         assert int(next(iterator)) == 0
         assert _settled_count(log, made) == made
@@ -72,21 +77,7 @@ def _made(log) -> list[int]:
 def _three_workers(api: str, log, state: object = None):
     """An iterator of 3 workers with 1 credit each over 0..99 (worker w makes w, w + 3, ...),
     from ``state`` if given, started (its workers run) before any ``next()``."""
-    if api == "loader":
-        iterator = iter(
-            grain.DataLoader(
-                data_source=grain.RangeDataSource(0, 100, 1),
-                sampler=grain.SequentialSampler(100, grain.NoSharding()),
-                operations=[rp.Logged(str(log))],
-                worker_count=3,
-                worker_buffer_size=1,
-                read_options=grain.ReadOptions(num_threads=0, prefetch_buffer_size=1),
-            )
-        )
-    else:
-        dataset = grain.MapDataset.range(100).to_iter_dataset(grain.ReadOptions(num_threads=0))
-        options = grain.MultiprocessingOptions(num_workers=3, per_worker_buffer_size=1)
-        iterator = iter(dataset.map(rp.Logged(str(log))).mp_prefetch(options))
+    iterator = _over_range(api, 3, rp.Logged(str(log)))
     if state is not None:
         iterator.set_state(state)  # type: ignore[attr-defined]
     iterator.start_prefetch()  # type: ignore[attr-defined]
@@ -168,20 +159,7 @@ def test_a_held_back_worker_busy_when_set_state_moves_it_keeps_the_credit_that_r
     monkeypatch.setattr(flow, "usable_cpu_count", lambda: 1)
     state = None
     for _ in range(2):
-        if api == "loader":
-            iterator = iter(
-                grain.DataLoader(
-                    data_source=grain.RangeDataSource(0, 100, 1),
-                    sampler=grain.SequentialSampler(100, grain.NoSharding()),
-                    operations=[SlowFirst()],
-                    worker_count=3,
-                    worker_buffer_size=1,
-                )
-            )
-        else:
-            dataset = grain.MapDataset.range(100).to_iter_dataset(grain.ReadOptions(num_threads=0))
-            options = grain.MultiprocessingOptions(num_workers=3, per_worker_buffer_size=1)
-            iterator = iter(dataset.map(SlowFirst()).mp_prefetch(options))
+        iterator = _over_range(api, 3, SlowFirst())
         try:
             if state is None:
                 assert [int(next(iterator)) for _ in range(4)] == [0, 1, 2, 3]
