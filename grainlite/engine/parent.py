@@ -20,7 +20,7 @@ from typing import Any
 from grainlite import shm
 from grainlite.engine import remote_errors
 from grainlite.engine.failures import FailedElement
-from grainlite.engine.flow import acknowledge, makes_ahead, release_held, starting_credits
+from grainlite.engine.flow import Credits, makes_ahead, release_held, starting_credits
 from grainlite.engine.pipeline import WorkerPipeline
 from grainlite.engine.position import IteratorPosition
 from grainlite.engine.process_group import ProcessGroup, interrupts_held_back
@@ -95,6 +95,9 @@ class WorkerStream:
             else backend.group(self._workers, self._tag)
         )
         self._mappers = [SlabMapper() for _ in range(self._workers)]
+        self._flow = Credits(
+            self._group, self._mappers, not makes_ahead(self._group, self._workers)
+        )
         self._finished = False
         # Workers registered for jax.profiler traces (jax_profile_workers): what unregisters each.
         self._profiled: dict[int, Any] = {}
@@ -180,6 +183,7 @@ class WorkerStream:
         if not self._group.started:
             return True
         self._generation += 1
+        self._flow.forget()
         credits = self._starting_credits()
         try:
             for w in range(self._workers):
@@ -235,6 +239,7 @@ class WorkerStream:
                 self._next = (w + 1) % workers
                 continue
             begin = clock()
+            self._flow.pay(w)
             message = self._receive(w)
             received = clock()
             if self._held_back:  # the first element came: the workers held back start
@@ -246,6 +251,7 @@ class WorkerStream:
                 self._next = (w + 1) % workers
                 continue
             element: Any
+            slabs: list[int] = []
             if isinstance(message, ErrorReport):
                 error = remote_errors.rebuild(message, w, self._group.pid(w))
                 if message.state is None:
@@ -255,9 +261,10 @@ class WorkerStream:
                 mapper = self._mappers[w]
                 mapper.announce(message.announced)
                 element = mapper.materialize(message.payload, message.slabs)
+                slabs = message.slabs
             self._states[w] = message.state
             self._next = (w + 1) % workers
-            acknowledge(self._group, self._mappers, w)
+            self._flow.taken(w, slabs, self._next, any(self._exhausted))
             counters.transport_ns += clock() - received
             counters.delivered += 1
             if not counters.warm_ns:

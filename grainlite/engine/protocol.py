@@ -23,7 +23,10 @@ interpreters (at ``iter()``, before the first ``next()``), sends each its Init, 
 
 **Credits (flow control).** A worker may have at most ``credits`` elements sent and not yet taken
 by the parent (``worker_buffer_size``). Each Element or ErrorReport spends one; the parent returns
-one with every Ack that follows taking that worker's element. A worker with no credit blocks reading
+one with an Ack once it took that worker's element: at once where the workers make ahead, else
+once the user dropped the element's arrays (its slabs come back in the same Ack, for the next
+element to reuse) or the worker's turn is near (:class:`~grainlite.engine.flow.Credits`), and
+always before the parent waits for that worker. A worker with no credit blocks reading
 its channel, so a slow consumer never makes workers fill memory. While it waits, it holds the
 next element already made, where Init's ``ahead`` says so (:func:`~grainlite.engine.flow.
 makes_ahead`: local workers that have a CPU each); else it makes the next element only once it
