@@ -2,7 +2,8 @@
 ``gcs_server`` fixture): ArrayRecord files, a Parquet file and a converted dataset read from the
 bucket are what the same files give from local disk, with the endpoint from
 ``STORAGE_EMULATOR_HOST`` or ``storage_options``; a missing object is one FileNotFoundError naming
-the URL.
+the URL; refused credentials (answered by the fault proxy in front of the server, which checks
+none) are one PermissionError naming the URL and the fix.
 
 fake-gcs-server takes no XML API uploads (what obstore writes with), so ``convert`` into a gs://
 prefix is not tried here: the inspect tests upload a local conversion with the server's JSON API.
@@ -11,16 +12,18 @@ prefix is not tried here: the inspect tests upload a local conversion with the s
 from __future__ import annotations
 
 import re
+import time
 import uuid
 
 import pytest
 
 import grainlite as grain
 from grainlite.__main__ import main
-from grainlite.errors import RemoteObjectNotFoundError
+from grainlite.errors import RemoteAccessDeniedError, RemoteObjectNotFoundError
 from grainlite.sources.remote.config import EMULATOR_TOKEN, split_options
 from grainlite_tests.support.convert_helpers import convert
 from grainlite_tests.support.fake_gcs import GcsServer
+from grainlite_tests.support.fault_proxy import FaultProxy, Faults
 
 pytestmark = pytest.mark.timeout(120)
 pytest.importorskip("obstore")
@@ -127,6 +130,31 @@ def test_a_missing_object_is_one_file_not_found_error_naming_the_url_and_the_var
         r"storage_options=\{'endpoint_url': \.\.\.\}\)\.",
         str(caught.value),
     ), str(caught.value)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+@pytest.mark.parametrize("form", ["file", "glob"])
+def test_refused_credentials_are_one_permission_error_naming_the_url_and_the_fix(
+    data, tmp_path, monkeypatch, status, form
+):
+    # The emulator checks no credentials, so the fault proxy in front of it answers every
+    # request as a server that refuses them does (401: no valid credentials; 403: no access).
+    _paths, urls, server = data
+    host, port = server.endpoint_url.removeprefix("http://").split(":")
+    url = urls[0] if form == "file" else urls[0].rsplit("/", 1)[0] + "/part-*.array_record"
+    with FaultProxy((host, int(port)), Faults(refuse_status=status)) as proxy:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.endpoint_url)
+        began = time.monotonic()
+        with pytest.raises(RemoteAccessDeniedError) as caught:
+            grain.ArrayRecordDataSource(url, cache_dir=tmp_path)
+        took = time.monotonic() - began
+        assert proxy.counts()["refusals"] >= 1
+    assert isinstance(caught.value, PermissionError)
+    message = str(caught.value)
+    assert message.startswith(f"Object storage refused the credentials for {url!r} ("), message
+    assert "application default credentials for gs://" in message
+    assert "storage_options" in message
+    assert took < 10, f"a refusal took {took:.1f} s (it is not retried)"
 
 
 def test_a_parquet_file_in_a_bucket_reads_as_the_local_file(emulator, tmp_path):

@@ -12,7 +12,10 @@ line after the previous response):
 - ``stall_probability``: the response is held ``stall_s`` (past the client's timeout) and then
   delivered if the client is still there;
 - ``slowdown_probability``: the request is not forwarded; the client gets ``503 SlowDown`` with
-  an S3 XML error body and the connection is closed.
+  an S3 XML error body and the connection is closed;
+- ``refuse_status`` (401 or 403; 0: off): every request is answered with that status and a
+  JSON error body in Google Cloud Storage's shape, as a server that refuses the credentials
+  does (the GCS emulator checks none), and the connection is closed.
 
 At most one fault per request, drawn from one ``random.Random(seed)`` in the order requests
 arrive (deterministic for a given order of requests). ``counts()`` says what was done; the knobs
@@ -40,6 +43,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 CHUNK = 256 * 1024
 # A request line: method, target, version (RFC 9112 §3).
@@ -63,6 +67,7 @@ class Faults:
     stall_probability: float = 0.0
     stall_s: float = 30.0
     slowdown_probability: float = 0.0
+    refuse_status: int = 0  # 401 or 403: every request refused (0: off)
 
 
 class _Pacer:
@@ -122,7 +127,7 @@ class FaultProxy:
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def configure(self, **changes: float) -> None:
+    def configure(self, **changes: Any) -> None:
         """Changes knobs of ``Faults`` while the proxy runs (e.g. ``reset_probability=0``)."""
         with self._lock:
             self.faults = dataclasses.replace(self.faults, **changes)
@@ -254,6 +259,9 @@ class FaultProxy:
                             if fault == "slowdown":
                                 self._slowdown(client, data)
                                 return
+                            if self.faults.refuse_status:
+                                self._refuse(client, data, self.faults.refuse_status)
+                                return
                         self._send(server, data, self._up, "bytes_up")
                     else:
                         data = server.recv(CHUNK)
@@ -289,9 +297,26 @@ class FaultProxy:
             self._count(counter, sent)
 
     def _slowdown(self, client: socket.socket, first: bytes) -> None:
-        """Answers ``503 SlowDown`` without forwarding, after reading the request's body (if its
-        length is given and the client is not waiting for ``100 Continue``), then closes."""
+        """Answers ``503 SlowDown`` without forwarding (see :meth:`_answer`)."""
         self._count("slowdowns")
+        self._answer(client, first, b"503 Slow Down", b"application/xml", SLOWDOWN_BODY)
+
+    def _refuse(self, client: socket.socket, first: bytes, status: int) -> None:
+        """Answers ``status`` (401 or 403) with GCS's JSON error shape, without forwarding."""
+        self._count("refusals")
+        reason = "Unauthorized" if status == 401 else "Forbidden"
+        body = json.dumps(
+            {"error": {"code": status, "message": f"{reason} (grainlite fault proxy)"}}
+        ).encode()
+        line = b"%d %s" % (status, reason.encode())
+        self._answer(client, first, line, b"application/json", body)
+
+    def _answer(
+        self, client: socket.socket, first: bytes, status: bytes, kind: bytes, body: bytes
+    ) -> None:
+        """Answers ``status`` with ``body`` without forwarding, after reading the request's body
+        (if its length is given and the client is not waiting for ``100 Continue``), then
+        closes."""
         head, _, rest = first.partition(b"\r\n\r\n")
         length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
         expects = re.search(rb"(?im)^expect:\s*100-continue", head)
@@ -305,10 +330,10 @@ class FaultProxy:
                         break
                     left -= len(data)
         response = (
-            b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+            b"HTTP/1.1 %s\r\nContent-Type: %s\r\n"
             b"Content-Length: %d\r\nConnection: close\r\nRetry-After: 0\r\n\r\n"
-            % len(SLOWDOWN_BODY)
-        ) + SLOWDOWN_BODY
+            % (status, kind, len(body))
+        ) + body
         with contextlib.suppress(OSError):
             client.sendall(response)
             client.shutdown(socket.SHUT_WR)
