@@ -248,6 +248,23 @@ def test_the_worker_loop_probe_times_each_kind_of_worker(tmp_path, api, batches)
     assert result["ms_per_batch"] > 0 and result["page_faults"] >= 0
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("api", ["loader", "dataset"])
+def test_the_parallel_efficiency_probe_rates_a_window_after_the_fifth_batch(tmp_path, api):
+    from benchmarks.datagen import ensure_data
+
+    data = ensure_data(tmp_path, WORKLOADS["images"], 1024, SEED)  # 8 batches of 128
+    for workers in (0, 2):
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.parallel_efficiency", "--probe", "images", api,
+             str(workers), "0.5", "--data", str(data)],
+            cwd=ROOT, capture_output=True, text=True, timeout=100,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["records_per_s"] > 0 and result["parent_cpu_us_per_record"] > 0
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("config", ["grainlite-w2", "grainlite-ds-w2"])
 def test_the_memory_breakdown_splits_the_peak_by_process_and_a_workers_start_up_by_step(
