@@ -7,9 +7,9 @@ since the last one, so each worker keeps writing into the same shared memory.
 
 Where local workers outnumber the CPUs, only as many as there are CPUs start at once
 (:func:`starting_credits`): the first element then has a CPU to itself instead of a share of
-one, and the others start when it arrives. There, too, a worker's credit waits for the slabs of
-the element it was earned by (:class:`Credits`), so that it writes its next element into them
-instead of new shared memory.
+one, and the others start when it arrives. Where they number more than twice the CPUs, a
+worker's credit also waits for the slabs of the element it was earned by (:class:`Credits`), so
+that it writes its next element into them instead of new shared memory.
 """
 
 from __future__ import annotations
@@ -70,7 +70,10 @@ class Credits:
     it, long before its worker's turn comes again. A credit never waits past the point where its
     worker is among the next ``lead`` to be taken (a user who keeps batches gets new slabs, as
     before), nor once a worker's stream has ended (the order is no longer a plain round), and
-    the parent pays any credit still owed before it waits for that worker.
+    the parent pays any credit still owed before it waits for that worker. A worker just taken
+    is W - 1 takes from its next turn, so credits wait only where W - 1 >= ``lead`` (more than
+    twice as many workers as CPUs, by default); with fewer, the next element would have too
+    little time to be made, and each worker keeps a second set of slabs.
 
     Args:
       group: the workers' process group (its ``send_quietly``).
