@@ -20,107 +20,32 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import errno
 import hashlib
 import operator
 import os
-import re
-import threading
-import time
-import warnings
-import weakref
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, SupportsIndex
 
 import numpy as np
 
-from grainlite.errors import CorruptedDataError, GrainliteTypeError, GrainliteValueError
+from grainlite.errors import GrainliteTypeError
+from grainlite.sources.array_record_files import (
+    DEFAULT_OPTIONS,
+    as_entries,
+    check_reader_options,
+    corrupted_record_error,
+    open_reader,
+    portable_repr,
+    resolve,
+)
+from grainlite.sources.array_record_readers import ProcessReaders
 from grainlite.sources.protocol import int64_keys, key_out_of_range
 from grainlite.sources.remote.config import is_remote
 
-# Random-access defaults, as array_record's own data source uses; reader_options override them.
-_DEFAULT_OPTIONS = {"readahead_buffer_size": "0"}
 # One index-list read costs about as much as this many range reads per record in the file
 # (measured on 16-byte records: ~2.5 ns per record in the file per call vs ~4 us per range read).
 _RUNS_PER_LIST_READ = 256
 _INT32_MAX = 2**31 - 1  # The range read takes int32 bounds.
-_SLICED = re.compile(r"(.*)\[(\d+):(\d+)\]")
-_PRESSURE_CHECK_S = 0.2  # how often a remote source looks whether another process waits for room
-
-
-def _module() -> Any:
-    from array_record.python import array_record_module  # A core dependency, loaded at use.
-
-    return array_record_module
-
-
-@dataclass(frozen=True)
-class _File:
-    """The records ``[start, end)`` of one file that holds ``records`` records; ``blob``: the
-    object of a remote file (read from the cache), None for a local one."""
-
-    path: str
-    start: int
-    end: int
-    records: int
-    blob: Any = None
-
-
-class _ProcessReaders:
-    """The readers one process opened; a fork gets a new one instead of sharing the parent's.
-
-    A remote file's reader reads its cached block, held (``pins``) while the reader is open;
-    ``busy`` counts the reads in flight per file, so that idle ones can be let go when another
-    process of the host waits for room in the cache."""
-
-    def __init__(self, count: int) -> None:
-        self.pid = os.getpid()
-        self.lock = threading.Lock()
-        self.readers: list[Any] = [None] * count
-        self.pins: list[Any] = [None] * count
-        self.opening = [threading.Lock() for _ in range(count)]
-        self.busy = [0] * count
-        self.hinted = False
-        self.watching = False
-
-    def let_idle_go(self) -> None:
-        """Closes the readers of remote files that no read uses now, letting their cached blocks
-        go: another process of the host waits for room in the cache."""
-        with self.lock:
-            for index, pin in enumerate(self.pins):
-                if pin is not None and self.busy[index] == 0:
-                    reader, self.readers[index] = self.readers[index], None
-                    if reader is not None:
-                        reader.close()
-                    pin.release()
-                    self.pins[index] = None
-
-    def watch(self, cache: Any) -> None:
-        """Starts a daemon thread that lets idle blocks go whenever a process of the host waits
-        for room, so a process that holds blocks and reads no more (done, or waiting on its
-        consumer) never holds up the others. It ends when these readers are collected."""
-        if self.watching:
-            return
-        self.watching = True
-        threading.Thread(
-            target=_watch_pressure,
-            args=(weakref.ref(self), cache),
-            daemon=True,
-            name="grainlite-cache-watch",
-        ).start()
-
-
-def _watch_pressure(state_ref: Any, cache: Any) -> None:
-    while True:
-        time.sleep(_PRESSURE_CHECK_S)
-        state = state_ref()
-        if state is None or state.pid != os.getpid():
-            return
-        if cache.under_pressure():
-            state.let_idle_go()
-        del state
 
 
 class ArrayRecordDataSource:
@@ -162,16 +87,16 @@ class ArrayRecordDataSource:
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit_bytes: int | None = None,
     ) -> None:
-        options = dict(_DEFAULT_OPTIONS)
-        options.update(_check_reader_options(reader_options))
+        options = dict(DEFAULT_OPTIONS)
+        options.update(check_reader_options(reader_options))
         self._options = ",".join(f"{key}:{value}" for key, value in options.items())
-        entries = _as_entries(paths, storage_options)
+        entries = as_entries(paths, storage_options)
         self._cache = None
         if any(is_remote(entry[0]) for entry in entries):
             from grainlite.sources.remote.cache import ShardCache
 
             self._cache = ShardCache(cache_dir, cache_limit_bytes, storage_options)
-        self._files, kept_reader = _resolve(entries, self._options, storage_options)
+        self._files, kept_reader = resolve(entries, self._options, storage_options)
         if self._cache is not None:
             self._cache.check_fits([file.blob for file in self._files if file.blob is not None])
         self._paths = [file.path for file in self._files]
@@ -184,12 +109,12 @@ class ArrayRecordDataSource:
         digest = hashlib.sha1()
         for path in self._paths:
             digest.update(path.encode())
-        self._portable = _portable_repr(self._files)
+        self._portable = portable_repr(self._files)
         if self._cache is None:  # Grain's repr: checkpoints validate against Grain's source
             self._repr = f"ArrayRecordDataSource(hash_of_paths={digest.hexdigest()})"
         else:  # no bucket or host in it: the same files read from local copies validate too
             self._repr = self._portable
-        self._state = _ProcessReaders(len(self._files))
+        self._state = ProcessReaders(len(self._files))
         self._state.readers[0] = kept_reader  # None when there are several files
 
     def checkpoint_aliases(self) -> tuple[str, ...]:
@@ -215,7 +140,7 @@ class ArrayRecordDataSource:
     def _reader(self, index: int) -> Any:
         state = self._state
         if state.pid != os.getpid():  # Forked: the parent's readers are not ours to use.
-            state = self._state = _ProcessReaders(len(self._files))
+            state = self._state = ProcessReaders(len(self._files))
         reader = state.readers[index]
         if reader is None:
             # A remote file's open may wait for room in the cache, letting this process's idle
@@ -224,7 +149,7 @@ class ArrayRecordDataSource:
                 with state.lock:
                     reader = state.readers[index]
                     if reader is None:
-                        reader = state.readers[index] = _open(
+                        reader = state.readers[index] = open_reader(
                             self._files[index].path, self._options
                         )
                 return reader
@@ -236,7 +161,7 @@ class ArrayRecordDataSource:
                         state.readers[index] = reader
         return reader
 
-    def _open_reader(self, state: _ProcessReaders, index: int) -> Any:
+    def _open_reader(self, state: ProcessReaders, index: int) -> Any:
         """A reader of remote file ``index`` on its cached block (fetched first if needed), held
         while the reader is open."""
         file = self._files[index]
@@ -249,7 +174,7 @@ class ArrayRecordDataSource:
         state.watch(self._cache)
         pin = self._cache.acquire(file.blob, on_wait=state.let_idle_go)
         try:
-            reader = _open(str(pin.path), self._options, name=file.path)
+            reader = open_reader(str(pin.path), self._options, name=file.path)
         except BaseException:
             pin.release()
             raise
@@ -265,7 +190,7 @@ class ArrayRecordDataSource:
             return
         state = self._state
         if state.pid != os.getpid():
-            state = self._state = _ProcessReaders(len(self._files))
+            state = self._state = ProcessReaders(len(self._files))
         with state.lock:
             state.busy[index] += 1
         try:
@@ -292,7 +217,7 @@ class ArrayRecordDataSource:
             return
         state = self._state
         if state.pid != os.getpid():
-            state = self._state = _ProcessReaders(len(self._files))
+            state = self._state = ProcessReaders(len(self._files))
         state.hinted = True
         array = array[(array >= 0) & (array < self._len)]
         file_of = np.searchsorted(self._ends_array, array, side="right")
@@ -430,7 +355,7 @@ class ArrayRecordDataSource:
 
     def close(self) -> None:
         """Closes the readers this process opened; a later read opens them again."""
-        state, self._state = self._state, _ProcessReaders(len(self._files))
+        state, self._state = self._state, ProcessReaders(len(self._files))
         if state.pid == os.getpid():
             for reader in state.readers:
                 if reader is not None:
@@ -452,7 +377,7 @@ class ArrayRecordDataSource:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._state = _ProcessReaders(len(self._files))
+        self._state = ProcessReaders(len(self._files))
 
     def __repr__(self) -> str:
         return self._repr
@@ -466,205 +391,3 @@ def _as_key(key: Any) -> int:
             f"ArrayRecordDataSource keys must be ints (got {type(key).__name__} {key!r}); pass an "
             f"int or a numpy integer."
         ) from None
-
-
-def _check_reader_options(reader_options: Any) -> dict[str, str]:
-    if reader_options is None:
-        return {}
-    if not isinstance(reader_options, dict):
-        raise GrainliteTypeError(
-            f"ArrayRecordDataSource reader_options must be a dict of option names to values (got "
-            f"{type(reader_options).__name__} {reader_options!r}); pass e.g. "
-            f"{{'readahead_buffer_size': '0'}}."
-        )
-    return {str(key): str(value) for key, value in reader_options.items()}
-
-
-def _is_file_instruction(path: Any) -> bool:
-    return all(hasattr(path, name) for name in ("filename", "skip", "take"))
-
-
-def _entry(path: Any, where: str) -> tuple[str, int | None, int | None]:
-    """``(file, start, end)`` of one path; None bounds mean the whole file."""
-    if _is_file_instruction(path):
-        return os.fspath(path.filename), int(path.skip), int(path.skip) + int(path.take)
-    if isinstance(path, (str, os.PathLike)):
-        text = os.fspath(path)
-        if isinstance(text, str):
-            sliced = _SLICED.fullmatch(text)
-            if sliced:
-                return sliced[1], int(sliced[2]), int(sliced[3])
-            return text, None, None
-    raise GrainliteValueError(
-        f"ArrayRecordDataSource paths must be str or os.PathLike paths or FileInstructions "
-        f"(got {type(path).__name__} {path!r}{where}); pass a path such as 'data.array_record' "
-        f"or a list of them."
-    )
-
-
-def _as_entries(
-    paths: Any, storage_options: dict[str, Any] | None = None
-) -> list[tuple[str, int | None, int | None]]:
-    if isinstance(paths, (str, os.PathLike)) or _is_file_instruction(paths):
-        entries = [_entry(paths, "")]
-    elif not isinstance(paths, Sequence) or isinstance(paths, bytes):
-        entries = [_entry(paths, "")]  # Raises the error naming what is accepted.
-    elif len(paths) == 0:
-        raise GrainliteValueError(
-            f"ArrayRecordDataSource paths must not be empty (got {paths!r}); pass one ArrayRecord "
-            f"file or a list of them, e.g. sorted(glob.glob('data-*.array_record'))."
-        )
-    else:
-        entries = [_entry(path, f" at position {i}") for i, path in enumerate(paths)]
-    if not any(is_remote(path) for path, _, _ in entries):
-        return entries
-    from grainlite.sources.remote.files import expand
-
-    expanded: list[tuple[str, int | None, int | None]] = []
-    for path, start, end in entries:  # a remote pattern lists the bucket, in sorted order
-        if is_remote(path) and start is None:
-            expanded += [(url, None, None) for url in expand(path, storage_options)]
-        else:
-            expanded.append((path, start, end))
-    return expanded
-
-
-def _portable_repr(files: list[_File]) -> str:
-    """The repr naming files by their names, slices and record counts, not their folder or
-    bucket: the same for a bucket's files and their local copies."""
-    digest = hashlib.sha1()
-    for file in files:
-        name = file.path.rstrip("/").rsplit("/", 1)[-1]
-        digest.update(f"{name}[{file.start}:{file.end}]/{file.records}\n".encode())
-    return f"ArrayRecordDataSource(hash_of_files={digest.hexdigest()})"
-
-
-def _open(path: str, options: str, name: str | None = None) -> Any:
-    """An open reader of ``path``, or the error saying why there cannot be one (naming ``name``,
-    the remote file's URL, where ``path`` is its local copy)."""
-    try:
-        return _open_named(path, options)
-    except Exception as error:
-        if name is None or path not in str(error):
-            raise
-        raise type(error)(str(error).replace(path, name)) from None
-
-
-def _open_named(path: str, options: str) -> Any:
-    module = _module()
-    try:
-        # array_record's default file buffer: a 32 KiB one made every random read of a small
-        # record cost twice as much (measured 150k against 290k reads/s on 16-byte records).
-        reader = module.ArrayRecordReader(path, options=options)
-    except ValueError as error:
-        raise GrainliteValueError(
-            f"array_record refused the reader options {options!r} ({error}); pass reader_options "
-            f"with names it lists."
-        ) from None
-    except RuntimeError as error:  # Releases that check the file when the reader is made.
-        raise _open_error(path, str(error)) from None
-    if reader.ok():
-        return reader
-    try:
-        reader.read([0])  # A reader that failed to open reports why on its first read.
-    except RuntimeError as error:
-        raise _open_error(path, str(error)) from None
-    raise CorruptedDataError(
-        f"Could not open {path!r}: array_record cannot read its index (the file ends early, or "
-        f"is not an ArrayRecord file). A file copied or written by a job that stopped is "
-        f"truncated: copy or write it again; convert other formats first."
-    )
-
-
-def corrupted_record_error(path: str, key: int, position: int, error: Exception) -> Exception:
-    """The error for a record that cannot be read back: names the file, the record and the fix."""
-    return CorruptedDataError(
-        f"Could not read record {key} of the data source (record {position} of file {path!r}): "
-        f"{error}. The file is damaged (truncated, overwritten or changed while open): copy or "
-        f"write it again, and check it with `python -m grainlite inspect --verify {path}`."
-    )
-
-
-def _open_error(path: str, message: str) -> Exception:
-    if "Corrupted" in message:
-        return CorruptedDataError(
-            f"Could not open {path!r}: it is not a complete ArrayRecord file ({message}). A "
-            f"file copied or written by a job that stopped is truncated: copy or write it again."
-        )
-    if "No such file or directory" in message:
-        return FileNotFoundError(
-            errno.ENOENT,
-            f"ArrayRecordDataSource found no file at {path!r}: check the path, and expand globs "
-            f"first with sorted(glob.glob(pattern))",
-        )
-    return GrainliteValueError(
-        f"Could not open {path!r} as an ArrayRecord file ({message}); pass files written by "
-        f"array_record's ArrayRecordWriter, e.g. ArrayRecordWriter(path, 'group_size:1')."
-    )
-
-
-def _inspect(
-    entry: tuple[str, int | None, int | None],
-    options: str,
-    keep: bool = False,
-    storage_options: dict[str, Any] | None = None,
-) -> tuple[_File, str, Any]:
-    """The records to read from one path, the options its file was written with, and its open
-    reader if ``keep`` (else None)."""
-    path, start, end = entry
-    blob = None
-    if is_remote(path):
-        from grainlite.sources.remote.files import inspect_file
-
-        blob, reader = inspect_file(
-            path, options, lambda local, opts: _open(local, opts, name=path), storage_options
-        )
-        keep = False  # a reader of the index alone: the data is read from the cache
-    else:
-        reader = _open(path, options)
-    try:
-        count = reader.num_records()
-        written_with = reader.writer_options_string() or ""
-    except BaseException:
-        reader.close()
-        raise
-    if not keep:
-        reader.close()
-        reader = None
-    start = 0 if start is None else start
-    end = count if end is None else end
-    if not 0 <= start <= end <= count:
-        raise GrainliteValueError(
-            f"ArrayRecordDataSource slice [{start}:{end}] of {path!r} runs past its {count} "
-            f"records; pass bounds with 0 <= start <= end <= {count}."
-        )
-    return _File(path, start, end, count, blob), written_with, reader
-
-
-def _resolve(
-    entries: list[tuple[str, int | None, int | None]],
-    options: str,
-    storage_options: dict[str, Any] | None = None,
-) -> tuple[list[_File], Any]:
-    """Opens every file once (in parallel when there are several) to count and check it.
-
-    Returns the files and, for a single file, its reader, kept open: opening a large file reads
-    its index, which the first read in this process would otherwise pay again.
-    """
-    if len(entries) == 1:
-        results = [_inspect(entries[0], options, True, storage_options)]
-    else:
-        with ThreadPoolExecutor(min(16, len(entries))) as pool:
-            results = list(
-                pool.map(lambda entry: _inspect(entry, options, False, storage_options), entries)
-            )
-    for file, written_with, _ in results:
-        group_size = re.search(r"group_size:(\d+)", written_with)
-        if group_size and group_size[1] != "1":
-            warnings.warn(
-                f"{file.path!r} was written with group_size:{group_size[1]}, so every random read "
-                f"decodes a group of {group_size[1]} records; rewrite it with "
-                f"ArrayRecordWriter(path, 'group_size:1') for fast random access.",
-                stacklevel=4,
-            )
-    return [file for file, _, _ in results], results[0][2]
