@@ -348,6 +348,20 @@ def test_garbage_collection_ends_the_actors_of_an_iterator_dropped_mid_stream(re
     assert wait_until_gone(pids) == []
 
 
+def test_an_iterator_dropped_without_garbage_collection_ends_its_actors_at_once():
+    it = iter(rp.dataset().mp_prefetch(OPTIONS, backend=RayWorkers(2)))
+    next(it)
+    pids = it._stream.pids()
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    gc.collect()
+    gc.disable()  # reference counting alone must end them (no cycle holds the stream)
+    try:
+        del it
+        assert wait_until_gone(pids) == []
+    finally:
+        gc.enable()
+
+
 # Arguments -------------------------------------------------------------------------------------
 def test_a_worker_count_that_disagrees_with_the_backend_is_refused(records):
     with pytest.raises(GrainliteValueError, match="worker_count=3 disagrees"):

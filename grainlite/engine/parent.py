@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from grainlite import shm
@@ -104,8 +106,11 @@ class WorkerStream:
         self._await_ports = tracing.workers_switched_on()
         self._held: list[Any] = [None] * workers  # a message taken early, for _receive
         self._held_back: list[int] = []  # workers given no credit yet (flow.starting_credits)
+        # The watch holds this stream weakly: a stream dropped without close() (``del it``) is
+        # then freed at once by reference counting, and its finalizers end the workers and
+        # remove their segments then, not at the next cyclic garbage collection.
         self._stall = StallWatch(
-            self._group.ready, self._group.pid, self._describe, self._group.dump_stacks
+            self._group.ready, self._group.pid, _weakly(self._describe), self._group.dump_stacks
         )
 
     # Lifecycle -------------------------------------------------------------------------------
@@ -321,3 +326,15 @@ class WorkerStream:
             if isinstance(message, Element):  # produced before a set_state: drop, reuse its memory
                 self._mappers[w].announce(message.announced)
                 self._group.send_quietly(w, Ack(0, message.slabs))
+
+
+def _weakly(method: Callable[[int], str]) -> Callable[[int], str]:
+    """``method`` (bound) called through a weak reference to its object: an empty string once
+    that object is gone."""
+    ref = weakref.WeakMethod(method)
+
+    def call(worker: int) -> str:
+        bound = ref()
+        return "" if bound is None else bound(worker)
+
+    return call
