@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import json
 import pickle
+import weakref
 
 import cloudpickle
 import grain
@@ -80,6 +81,43 @@ def test_map_batch_reads_a_block_of_batches_with_one_parent_block_read():
     # Batch 5 is batch 2 of the parent's second epoch: indices 18 and 19, as Grain reads them.
     assert parent.block_calls == [[0, 1, 2, 3, 8, 9, 4, 5, 6, 7, 18, 19]]
     assert parent.single_reads == 0
+
+
+class LiveArrays:
+    """Makes large arrays (each 32 KB) and counts how many are alive at most at once."""
+
+    def __init__(self):
+        self.live = self.most = 0
+
+    def make(self, index):
+        array = np.full((64, 128), index, dtype=np.float32)
+        self.live += 1
+        self.most = max(self.most, self.live)
+        weakref.finalize(array, self._gone)
+        return array
+
+    def _gone(self):
+        self.live -= 1
+
+
+@pytest.mark.parametrize("read", ["to_iter_dataset", "getitem", "block"])
+def test_map_batch_fills_its_rows_as_large_elements_are_made_never_holding_them_all(read):
+    arrays = LiveArrays()
+    batched = MapDataset.range(100).map(arrays.make).batch(32)
+    if read == "to_iter_dataset":
+        batches = list(batched.to_iter_dataset())
+    elif read == "getitem":
+        batches = [batched[i] for i in range(len(batched))]
+    else:
+        batches = batched._getitems(list(range(len(batched))))
+    expected = [np.stack([np.full((64, 128), i, np.float32) for i in rows]) for rows in
+                [range(0, 32), range(32, 64), range(64, 96), range(96, 100)]]  # fmt: skip
+    assert len(batches) == 4
+    for got, want in zip(batches, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+    # Each element is copied into its row as it is made, and freed: never a batch of them.
+    assert arrays.most <= 2, arrays.most
 
 
 def _recording(base):

