@@ -8,9 +8,11 @@ times. A run takes batches for ``--seconds`` after its fifth, or to the end of t
 start is :mod:`benchmarks.startup`'s subject), and checks nothing: :mod:`benchmarks.run`
 checks every batch in the training process (about 60 µs per record on ``images``), which at
 W=2 takes CPU from the workers and at W=0 is part of the one process's work, so its ratio
-says as much about the check as about the loader. Printed: records/s per run, the medians,
-efficiency = median rate at W / (W x median rate at W=0), and the training process's CPU per
-record.
+says as much about the check as about the loader. Each round also runs W processes at W=0 at
+once, sharing nothing: their summed rate over W times one alone is the machine's *ceiling* for
+any loader's efficiency (a process runs slower when the other cores work too). Printed: records/s
+per run, the medians, efficiency = median rate at W / (W x median rate at W=0), the ceiling,
+efficiency over the ceiling, and the training process's CPU per record.
 """
 
 from __future__ import annotations
@@ -79,20 +81,52 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run_once(workload: str, api: str, workers: int, seconds: float) -> dict[str, Any]:
+def _probe_command(
+    workload: str, api: str, workers: int, seconds: float, data: Path | None
+) -> list[str]:
+    command = [sys.executable, "-m", "benchmarks.parallel_efficiency", "--probe", workload, api,
+               str(workers), str(seconds)]  # fmt: skip
+    return command + (["--data", str(data)] if data is not None else [])
+
+
+def _run_once(
+    workload: str, api: str, workers: int, seconds: float, data: Path | None = None
+) -> dict[str, Any]:
     env = dict(compiled_as_installed(), PYTHONPATH=str(ROOT))
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.parallel_efficiency", "--probe", workload, api,
-         str(workers), str(seconds)],
+        _probe_command(workload, api, workers, seconds, data),
         env=env, capture_output=True, text=True, check=True, cwd=ROOT,
     )  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _run_side_by_side(
+    workload: str, api: str, count: int, seconds: float, data: Path | None = None
+) -> float:
+    """``count`` runs at W=0 at once, each in its own process: the sum of their rates. Nothing
+    is shared between them, so their sum over ``count`` times one run alone is what this
+    machine gives ``count`` busy CPUs (its ceiling for any loader's efficiency): here each
+    process runs slower when both cores work."""
+    env = dict(compiled_as_installed(), PYTHONPATH=str(ROOT))
+    command = _probe_command(workload, api, 0, seconds, data)
+    pipe = subprocess.PIPE
+    runs = [
+        subprocess.Popen(command, env=env, stdout=pipe, stderr=pipe, text=True, cwd=ROOT)
+        for _ in range(count)
+    ]
+    total = 0.0
+    for run in runs:
+        out, err = run.communicate()
+        if run.returncode != 0:
+            raise SystemExit(f"a side-by-side run failed: {err[-2000:]}")
+        total += json.loads(out.strip().splitlines()[-1])["records_per_s"]
+    return total
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--probe", nargs=4, metavar=("WORKLOAD", "API", "WORKERS", "SECONDS"))
-    parser.add_argument("--data", type=Path, help="the workload's file, for --probe")
+    parser.add_argument("--data", type=Path, help="the workload's file (default: the benchmarks')")
     parser.add_argument("--workload", default="images")
     parser.add_argument("--apis", default="loader,dataset")
     parser.add_argument("--workers", type=int, default=2)
@@ -103,13 +137,14 @@ def main(argv: list[str] | None = None) -> int:
         workload, api, workers, seconds = args.probe
         print(json.dumps(probe(workload, api, int(workers), float(seconds), args.data)))
         return 0
-    apis = args.apis.split(",")
+    apis, w = args.apis.split(","), args.workers
     rates: dict[tuple[str, int], list[float]] = {}
+    side: dict[str, list[float]] = {}
     cpus: dict[tuple[str, int], list[float]] = {}
     for round_ in range(1, args.rounds + 1):
         for api in apis:
-            for workers in (0, args.workers):
-                result = _run_once(args.workload, api, workers, args.seconds)
+            for workers in (0, w):
+                result = _run_once(args.workload, api, workers, args.seconds, args.data)
                 rates.setdefault((api, workers), []).append(result["records_per_s"])
                 cpus.setdefault((api, workers), []).append(result["parent_cpu_us_per_record"])
                 print(
@@ -117,19 +152,26 @@ def main(argv: list[str] | None = None) -> int:
                     f"{result['records_per_s']:,.0f} records/s",
                     flush=True,
                 )
+            together = _run_side_by_side(args.workload, api, w, args.seconds, args.data)
+            side.setdefault(api, []).append(together)
+            print(f"round {round_} {args.workload} {api} {w} x W=0 at once: {together:,.0f} "
+                  f"records/s", flush=True)  # fmt: skip
     print()
     print(
-        f"| {args.workload}, API | W=0 records/s, median (range) | W={args.workers} records/s, "
-        f"median (range) | efficiency | training process CPU µs/record at W={args.workers} |"
+        f"| {args.workload}, API | W=0 records/s, median (range) | W={w} records/s, "
+        f"median (range) | efficiency | {w} runs at W=0 at once, records/s | ceiling | "
+        f"efficiency / ceiling | training process CPU µs/record at W={w} |"
     )
-    print("|---|--:|--:|--:|--:|")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
     for api in apis:
-        one, many = rates[(api, 0)], rates[(api, args.workers)]
-        efficiency = statistics.median(many) / (args.workers * statistics.median(one))
+        one, many, both = rates[(api, 0)], rates[(api, w)], side[api]
+        efficiency = statistics.median(many) / (w * statistics.median(one))
+        ceiling = statistics.median(both) / (w * statistics.median(one))
         print(
             f"| {api} | {statistics.median(one):,.0f} ({min(one):,.0f} to {max(one):,.0f}) | "
             f"{statistics.median(many):,.0f} ({min(many):,.0f} to {max(many):,.0f}) | "
-            f"{efficiency:.2f} | {statistics.median(cpus[(api, args.workers)]):.1f} |"
+            f"{efficiency:.2f} | {statistics.median(both):,.0f} | {ceiling:.2f} | "
+            f"{efficiency / ceiling:.2f} | {statistics.median(cpus[(api, w)]):.1f} |"
         )
     return 0
 

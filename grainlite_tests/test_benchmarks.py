@@ -8,6 +8,7 @@ measures all three.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -263,6 +264,31 @@ def test_the_parallel_efficiency_probe_rates_a_window_after_the_fifth_batch(tmp_
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout.strip().splitlines()[-1])
         assert result["records_per_s"] > 0 and result["parent_cpu_us_per_record"] > 0
+
+
+@pytest.mark.timeout(180)
+def test_the_parallel_efficiency_run_reports_the_machines_ceiling_from_runs_side_by_side(
+    tmp_path,
+):
+    from benchmarks.datagen import ensure_data
+
+    data = ensure_data(tmp_path, WORKLOADS["images"], 1024, SEED)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.parallel_efficiency", "--apis", "loader", "--rounds",
+         "1", "--seconds", "0.5", "--data", str(data)],
+        cwd=ROOT, capture_output=True, text=True, timeout=170,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    together = re.search(r"2 x W=0 at once: ([\d,]+) records/s", done.stdout)
+    assert together is not None and int(together[1].replace(",", "")) > 0, done.stdout
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| loader |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    efficiency, side_by_side, ceiling, relative = cells[3], cells[4], cells[5], cells[6]
+    assert side_by_side == together[1]
+    alone = float(cells[1].split()[0].replace(",", ""))  # the median of the runs at W=0
+    rate = float(side_by_side.replace(",", ""))
+    assert float(ceiling) == pytest.approx(rate / (2 * alone), abs=0.01)
+    assert float(relative) == pytest.approx(float(efficiency) / float(ceiling), abs=0.05)
 
 
 @pytest.mark.timeout(180)
