@@ -347,25 +347,25 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
 
     def filter(self, transform: Any) -> IterDataset[T]:
         """Keeps elements for which ``transform`` is true."""
-        from grainlite.dataset.map import FilterIterDataset
+        from grainlite.dataset.map_iter import FilterIterDataset
 
         return FilterIterDataset(self, transform)
 
     def map(self, transform: Any) -> IterDataset:
         """Applies a ``Map`` (or a plain callable) to each element."""
-        from grainlite.dataset.map import MapIterDataset
+        from grainlite.dataset.map_iter import MapIterDataset
 
         return MapIterDataset(self, transform)
 
     def random_map(self, transform: Any, *, seed: int | None = None) -> IterDataset:
         """Applies a ``RandomMap`` with a generator derived from the seed and the element count."""
-        from grainlite.dataset.map import RandomMapIterDataset
+        from grainlite.dataset.map_iter import RandomMapIterDataset
 
         return RandomMapIterDataset(self, transform, seed=seed)
 
     def map_with_index(self, transform: Any) -> IterDataset:
         """Applies a ``MapWithIndex`` (or a callable of ``(index, element)``)."""
-        from grainlite.dataset.map import MapWithIndexIterDataset
+        from grainlite.dataset.map_iter import MapWithIndexIterDataset
 
         return MapWithIndexIterDataset(self, transform)
 

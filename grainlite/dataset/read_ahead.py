@@ -33,28 +33,16 @@ time (a block of one each), timed as one block when its last element is out, so 
 sent before the next one is made and a transformation that hangs holds back none before it.
 Blocks read by reader threads are handed over whole, as elsewhere.
 
-A read that raises an ``Exception`` is read again element by element (:func:`read_block`), so the
-error belongs to one element: :meth:`BlockReader.next_block` hands out the good elements before
-it, then raises :class:`ElementReadError` for it (one index), then goes on after it. The elements
-before a failure in its block are thus made twice (their transformations run again); none is
-delivered twice.
-
-The threads are daemon threads that hold only their task queue, never the reader or the
-iterator; :meth:`BlockReader.close` cancels the queued reads, tells every thread to end and waits
-for them (a read already running finishes first: no handler can interrupt one), so no read is
-left inside a C++ reader (array_record) when the interpreter exits. A read that hangs for more
-than :data:`_JOIN_S` (all threads together) is left to its daemon thread with a warning, so it
-cannot hold up exit for long.
+The reader threads are a :class:`~grainlite.dataset.daemon_pool.DaemonPool`; a failed read is
+read again element by element (:mod:`grainlite.dataset.block_reads`).
 """
 
 from __future__ import annotations
 
 import collections
 import functools
-import queue
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
@@ -62,6 +50,14 @@ from typing import Any
 import numpy as np
 
 from grainlite.cpus import cpu_wait_s, usable_cpu_count
+from grainlite.dataset.block_reads import (
+    ElementReadError,
+    FailedBlock,
+    FailedElement,
+    read_block,
+    timed_read_block,
+)
+from grainlite.dataset.daemon_pool import DaemonPool
 from grainlite.options import READ_POLICY
 
 _FIRST_BLOCK = 1
@@ -79,9 +75,6 @@ _SHRINK_S = 0.05
 _EAGER_READ_S = 0.01
 # At most this many bytes of elements read ahead (and at least one block).
 _READ_AHEAD_BYTES = 64 << 20
-
-# close() waits this long for a read in flight before leaving its thread behind with a warning.
-_JOIN_S = 60.0
 
 # The CPUs this process's reads may use; None: all it may use (see share_cpus).
 _cpus_for_reads: float | None = None
@@ -139,111 +132,6 @@ def _nbytes(tree: Any) -> int:
     return size if type(size) is int else 8
 
 
-class ElementReadError(Exception):
-    """Reading the element at ``index`` raised ``error`` (raised by :meth:`BlockReader.next_block`
-    at that element's place; the reader goes on after it)."""
-
-    def __init__(self, index: int, error: Exception) -> None:
-        super().__init__(index, error)
-        self.index, self.error = index, error
-
-
-class _Failed:
-    """The place of an element whose read raised, in a block read element by element."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-
-class _FailedBlock(list):  # type: ignore[type-arg]
-    """A block read element by element after a failure: holds :class:`_Failed` places."""
-
-
-def _timed_read_block(
-    getitems: Callable[[Any], list[Any]], indices: range
-) -> tuple[list[Any], float, float]:
-    """:func:`read_block` in a reader thread, with its wall and CPU time in seconds."""
-    begin, cpu_begin = time.perf_counter(), time.thread_time()
-    block = read_block(getitems, indices)
-    return block, time.perf_counter() - begin, time.thread_time() - cpu_begin
-
-
-def read_block(getitems: Callable[[Any], list[Any]], indices: range) -> list[Any]:
-    """``getitems(indices)``; if it raises an ``Exception``, each index read on its own, an
-    element whose read raises held as a :class:`_Failed` place (a :class:`_FailedBlock`)."""
-    try:
-        return getitems(indices)
-    except Exception as error:
-        if len(indices) == 1:
-            return _FailedBlock([_Failed(error)])
-    block = _FailedBlock()
-    for index in indices:
-        try:
-            block.extend(getitems(range(index, index + 1)))
-        except Exception as error:
-            block.append(_Failed(error))
-    return block
-
-
-_Task = tuple[Future, Callable[[Any], Any], Any] | None
-
-
-def _serve(tasks: queue.SimpleQueue[_Task]) -> None:
-    """A reader thread: runs tasks until it takes ``None``; knows nothing but its queue."""
-    while True:
-        task = tasks.get()
-        if task is None:
-            return
-        future, function, argument = task
-        if not future.set_running_or_notify_cancel():
-            continue  # cancelled while queued
-        try:
-            future.set_result(function(argument))
-        except BaseException as error:  # handed to the consumer, re-raised there
-            future.set_exception(error)
-        del task, future, argument
-
-
-class _DaemonPool:
-    """``count`` daemon threads serving one task queue (see the module docstring)."""
-
-    def __init__(self, count: int, name: str) -> None:
-        self._tasks: queue.SimpleQueue[_Task] = queue.SimpleQueue()
-        self.threads = [
-            threading.Thread(target=_serve, args=(self._tasks,), name=f"{name}-{k}", daemon=True)
-            for k in range(count)
-        ]
-        for thread in self.threads:
-            thread.start()
-
-    def submit(self, function: Callable[[Any], Any], argument: Any) -> Future:
-        """Queues ``function(argument)``; its future holds the result or the error."""
-        future: Future = Future()
-        self._tasks.put((future, function, argument))
-        return future
-
-    def shutdown(self) -> None:
-        """Tells every thread to end once it has taken the tasks queued before, and waits for
-        them (up to :data:`_JOIN_S` in all: a read in flight finishes first)."""
-        for _ in self.threads:
-            self._tasks.put(None)
-        current = threading.current_thread()
-        deadline = time.monotonic() + _JOIN_S  # for all of them together
-        for thread in self.threads:
-            if thread is current:  # a finalizer run by a collection in a reader thread
-                continue
-            thread.join(max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
-                warnings.warn(
-                    f"grainlite: a to_iter_dataset read in {thread.name} did not finish within "
-                    f"{_JOIN_S:.0f} s of close(); it is left to finish in its daemon thread.",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-
-
 class BlockReader:
     """Consecutive blocks of ``getitems(range(start, stop))``, in order.
 
@@ -275,7 +163,7 @@ class BlockReader:
         self._open_read = self._open_cpu = self._open_waited = 0.0
         self._open_first: Any = None
         # What a reader thread runs: holds getitems, never this reader.
-        self._read = functools.partial(_timed_read_block, getitems)
+        self._read = functools.partial(timed_read_block, getitems)
         self._next = start
         self._stop = stop
         self._threads = int(options.num_threads)
@@ -291,7 +179,7 @@ class BlockReader:
         self._cpu_shares: list[float] = []
         self._element_bytes = 0
         self._returned_at = 0.0
-        self._pool: _DaemonPool | None = None
+        self._pool: DaemonPool | None = None
         self._pending: collections.deque[Future[tuple[list[Any], float, float]]] = (
             collections.deque()
         )
@@ -319,14 +207,14 @@ class BlockReader:
             return self._split(self._rest, self._rest_index)
         start = self._next
         block = self._next_block()
-        if type(block) is _FailedBlock:
+        if type(block) is FailedBlock:
             return self._split(block, start)
         return block
 
     def _split(self, block: list[Any], start: int) -> list[Any]:
         """The good elements of ``block`` (at index ``start``) before its first failure; keeps
         the rest (the failure first) for the next calls, raising the failure at its turn."""
-        first = next((k for k, e in enumerate(block) if e.__class__ is _Failed), len(block))
+        first = next((k for k, e in enumerate(block) if e.__class__ is FailedElement), len(block))
         if first == 0:
             self._rest, self._rest_index = block[1:], start + 1
             raise ElementReadError(start, block[0].error)
@@ -419,13 +307,13 @@ class BlockReader:
         index, stop = self._open_next, self._open_stop
         self._open, self._open_first = None, None
         alone = read_block(self._getitems, range(index, index + 1))
-        if type(alone) is _FailedBlock:  # the error was this element's: go on after it
+        if type(alone) is FailedBlock:  # the error was this element's: go on after it
             if index + 1 < stop:
                 self._open_block(index + 1, stop)
             return self._split(alone, index)  # raises ElementReadError
         rest = read_block(self._getitems, range(index + 1, stop)) if index + 1 < stop else []
-        if type(rest) is _FailedBlock:
-            return self._split(_FailedBlock([*alone, *rest]), index)
+        if type(rest) is FailedBlock:
+            return self._split(FailedBlock([*alone, *rest]), index)
         return [*alone, *rest]
 
     def _timed(
@@ -481,7 +369,7 @@ class BlockReader:
         )
         blocks = in_flight // self._block
         self._depth = max(1, blocks if whole_buffer else min(blocks, 2 * threads))
-        self._pool = _DaemonPool(min(threads, self._depth), "grainlite-to-iter")
+        self._pool = DaemonPool(min(threads, self._depth), "grainlite-to-iter")
         self._fill()
 
     def _fill(self) -> None:
