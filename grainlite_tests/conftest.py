@@ -67,7 +67,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(_session_ray_dir, ignore_errors=True)
 
 
-# scripts/check runs the suite in three processes (pytest-xdist, ``-n 3 --dist loadgroup``). Each
+# scripts/check runs the suite in two processes (pytest-xdist, ``-n 2 --dist loadgroup``). Each
 # test file is one unit of work, so a module's fixtures are set up once; files that start
 # services on the machine run one after another in one process: Ray instances (a local instance
 # each, heavy on 2 cores) and jax.distributed jobs (each takes a free port; two at once could
