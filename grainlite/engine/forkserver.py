@@ -55,6 +55,7 @@ segments as it closes the group (:mod:`grainlite.engine.process_group`).
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gc
 import importlib
 import os
@@ -246,6 +247,10 @@ def main() -> None:
     PARENT_PID is the training process, the owner its workers record in their slab names; TAG
     is the group's tag, which starts the name tag of each of its workers' slabs."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
+    # A stalled worker is asked for its stacks with SIGUSR1 (grainlite.engine.stall), whose
+    # default action ends a process. Registered here, the handler is in every worker from the
+    # instant it is forked: a SIGUSR1 sent to a worker still starting prints its stacks.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     parent, tag = int(sys.argv[2]), sys.argv[3]
     if os.getppid() != parent:  # the parent died while this interpreter started
         os._exit(1)

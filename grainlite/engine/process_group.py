@@ -234,10 +234,18 @@ class ProcessGroup:
         """The process id of ``worker``."""
         return self._handle(worker).process.pid
 
-    def dump_stacks(self, worker: int) -> None:
-        """Asks ``worker`` to print its threads' Python stacks to its standard error."""
-        with contextlib.suppress(OSError):
-            os.kill(self.pid(worker), signal.SIGUSR1)  # faulthandler in the worker
+    def dump_stacks(self, worker: int) -> bool:
+        """Asks ``worker`` to print its threads' Python stacks to its standard error; False
+        where it was not asked: it does not handle the signal yet (a worker started as a fresh
+        interpreter that has not reached its handler: the signal would end it) or is gone."""
+        pid = self.pid(worker)
+        if not _handles_signal(pid, signal.SIGUSR1):
+            return False
+        try:
+            os.kill(pid, signal.SIGUSR1)  # faulthandler in the worker
+        except OSError:
+            return False
+        return True
 
     def send(self, worker: int, message: ToWorker) -> None:
         """Sends a message; raises OSError if the worker is gone."""
@@ -337,3 +345,19 @@ def interrupts_held_back() -> Iterator[None]:
             previous(signal.SIGINT, None)
         elif received and previous == signal.SIG_DFL:
             raise KeyboardInterrupt
+
+
+def _handles_signal(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (Linux: the caught-signals mask in
+    ``/proc/PID/status``). True where that cannot be read for another reason than the process
+    being gone (no ``/proc``): the signal is sent as before."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except FileNotFoundError:
+        return not os.path.isdir("/proc/self")  # gone (False), or no /proc here (True)
+    except OSError:
+        pass
+    return True

@@ -29,7 +29,8 @@ class StallWatch:
       ready: ``ready(worker, seconds)`` is True once the worker has a message (or has ended).
       pid: the worker's process id.
       describe: where the worker stands, in words (e.g. the record its next element starts at).
-      dump_stacks: asks the worker to print its threads' stacks (SIGUSR1 to a local process).
+      dump_stacks: asks the worker to print its threads' stacks (SIGUSR1 to a local process);
+        False where it could not be asked (a worker that does not handle the signal yet).
     """
 
     def __init__(
@@ -37,7 +38,7 @@ class StallWatch:
         ready: Callable[[int, float | None], bool],
         pid: Callable[[int], int],
         describe: Callable[[int], str],
-        dump_stacks: Callable[[int], None],
+        dump_stacks: Callable[[int], bool],
     ) -> None:
         self._ready, self._pid, self._describe = ready, pid, describe
         self._dump_stacks = dump_stacks
@@ -50,19 +51,25 @@ class StallWatch:
         if self._ready(worker, first):
             return  # the common case: one select() with a timeout
         started = time.monotonic() - first
-        warned = False
+        warned = dumped = False  # dumped: the worker was asked for its stacks
         while True:
             silent = time.monotonic() - started
             if not warned and silent >= self.warning_s:
-                self._warn(worker, silent)
+                dumped = self._warn(worker, silent)
                 warned = True
             if self.timeout_s is not None and silent >= self.timeout_s:
+                stacks = (
+                    "Its Python stacks were printed to its standard error."
+                    if dumped or self._dump_stacks(worker)
+                    else "It was still starting (it does not yet handle the signal that asks "
+                    "for its stacks)."
+                )
                 raise WorkerTimeoutError(
                     f"Worker process {worker} (pid {self._pid(worker)}) sent nothing for "
                     f"{silent:.1f} s (grain.config worker_timeout_s={self.timeout_s:g}); it is "
-                    f"making {self._describe(worker)}. Its Python stacks were printed to its "
-                    f"standard error. Fix the transform or source that hangs there, or raise "
-                    f"worker_timeout_s if such an element really takes this long."
+                    f"making {self._describe(worker)}. {stacks} Fix the transform or source "
+                    f"that hangs there, or raise worker_timeout_s if such an element really "
+                    f"takes this long."
                 )
             deadlines = [self.warning_s] if not warned else []
             if self.timeout_s is not None:
@@ -71,15 +78,23 @@ class StallWatch:
             if self._ready(worker, step):
                 return
 
-    def _warn(self, worker: int, silent: float) -> None:
+    def _warn(self, worker: int, silent: float) -> bool:
+        """Logs that ``worker`` is silent and asks it for its stacks; whether it was asked."""
         pid = self._pid(worker)
-        self._dump_stacks(worker)
+        dumped = self._dump_stacks(worker)
+        stacks = (
+            "Its Python stacks are printed to its standard error."
+            if dumped
+            else "It is still starting (it does not yet handle the signal that asks for its "
+            "stacks)."
+        )
         LOGGER.warning(
             "grainlite: worker process %d (pid %d) has sent nothing for %.0f s; it is making %s. "
-            "Its Python stacks are printed to its standard error. Set grain.config "
-            "worker_timeout_s to raise instead of waiting.",
+            "%s Set grain.config worker_timeout_s to raise instead of waiting.",
             worker,
             pid,
             silent,
             self._describe(worker),
+            stacks,
         )
+        return dumped

@@ -154,11 +154,16 @@ class RayGroup:
                 return -1, "an unknown node"
         return self._known[worker]
 
-    def dump_stacks(self, worker: int) -> None:
-        """Asks ``worker``'s actor to print its stacks to its standard error (Ray's log)."""
-        if _ray().is_initialized():
-            with contextlib.suppress(Exception):
-                self._actors[worker].dump_stacks.remote()
+    def dump_stacks(self, worker: int) -> bool:
+        """Asks ``worker``'s actor to print its stacks to its standard error (Ray's log); False
+        where Ray is no longer connected or the call could not be made."""
+        if not _ray().is_initialized():
+            return False
+        try:
+            self._actors[worker].dump_stacks.remote()
+        except Exception:
+            return False
+        return True
 
     def send(self, worker: int, message: ToWorker) -> None:
         """Sends a message (on the worker's socket, or as a Ray call; a dead actor is reported
