@@ -35,6 +35,7 @@ from grainlite.engine.forkserver_client import (
 )
 from grainlite.engine.protocol import Stop, ToParent, ToWorker
 from grainlite.engine.remote_errors import worker_died
+from grainlite.engine.stall import StackRequest
 from grainlite.errors import ResourceLimitError, WorkerDiedError
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -234,18 +235,19 @@ class ProcessGroup:
         """The process id of ``worker``."""
         return self._handle(worker).process.pid
 
-    def dump_stacks(self, worker: int) -> bool:
-        """Asks ``worker`` to print its threads' Python stacks to its standard error; False
-        where it was not asked: it does not handle the signal yet (a worker started as a fresh
-        interpreter that has not reached its handler: the signal would end it) or is gone."""
+    def dump_stacks(self, worker: int) -> StackRequest:
+        """Asks ``worker`` to print its threads' Python stacks to its standard error, unless it
+        does not handle the signal yet (a worker started as a fresh interpreter that has not
+        reached its handler: the signal would end it) or has ended; says which."""
         pid = self.pid(worker)
-        if not _handles_signal(pid, signal.SIGUSR1):
-            return False
+        state = _signal_state(pid, signal.SIGUSR1)
+        if state != "caught":
+            return StackRequest.STARTING if state == "default" else StackRequest.ENDED
         try:
             os.kill(pid, signal.SIGUSR1)  # faulthandler in the worker
         except OSError:
-            return False
-        return True
+            return StackRequest.ENDED
+        return StackRequest.ASKED
 
     def send(self, worker: int, message: ToWorker) -> None:
         """Sends a message; raises OSError if the worker is gone."""
@@ -347,17 +349,21 @@ def interrupts_held_back() -> Iterator[None]:
             raise KeyboardInterrupt
 
 
-def _handles_signal(pid: int, signum: int) -> bool:
-    """Whether process ``pid`` has a handler for ``signum`` (Linux: the caught-signals mask in
-    ``/proc/PID/status``). True where that cannot be read for another reason than the process
-    being gone (no ``/proc``): the signal is sent as before."""
+def _signal_state(pid: int, signum: int) -> str:
+    """How process ``pid`` would take ``signum`` (Linux: the state and the caught-signals mask in
+    ``/proc/PID/status``): ``"caught"`` (it has a handler), ``"default"`` (not yet) or
+    ``"ended"`` (gone, or ended and not yet reaped). ``"caught"`` where that cannot be read for
+    another reason than the process being gone (no ``/proc``): the signal is sent as before."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as status:
             for line in status:
+                if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                    return "ended"
                 if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+                    caught = int(line.split()[1], 16) >> (signum - 1) & 1
+                    return "caught" if caught else "default"
     except FileNotFoundError:
-        return not os.path.isdir("/proc/self")  # gone (False), or no /proc here (True)
+        return "ended" if os.path.isdir("/proc/self") else "caught"
     except OSError:
         pass
-    return True
+    return "caught"

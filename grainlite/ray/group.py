@@ -37,6 +37,7 @@ from grainlite import _optional, shm
 from grainlite.engine.channel import Channel
 from grainlite.engine.process_group import hidden_accelerators, import_path
 from grainlite.engine.protocol import Ack, ToParent, ToWorker
+from grainlite.engine.stall import StackRequest
 from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
 from grainlite.ray.actor import TAKES_IN_FLIGHT, WorkerActor, unpack
 from grainlite.ray.connect import connect
@@ -154,16 +155,16 @@ class RayGroup:
                 return -1, "an unknown node"
         return self._known[worker]
 
-    def dump_stacks(self, worker: int) -> bool:
-        """Asks ``worker``'s actor to print its stacks to its standard error (Ray's log); False
-        where Ray is no longer connected or the call could not be made."""
+    def dump_stacks(self, worker: int) -> StackRequest:
+        """Asks ``worker``'s actor to print its stacks to its standard error (Ray's log);
+        UNREACHABLE where Ray is no longer connected or the call could not be made."""
         if not _ray().is_initialized():
-            return False
+            return StackRequest.UNREACHABLE
         try:
             self._actors[worker].dump_stacks.remote()
         except Exception:
-            return False
-        return True
+            return StackRequest.UNREACHABLE
+        return StackRequest.ASKED
 
     def send(self, worker: int, message: ToWorker) -> None:
         """Sends a message (on the worker's socket, or as a Ray call; a dead actor is reported
