@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from grainlite.errors import RemoteAccessDeniedError, RemoteObjectNotFoundError, RemoteReadError
+from grainlite.errors import (
+    GrainliteValueError,
+    RemoteAccessDeniedError,
+    RemoteObjectNotFoundError,
+    RemoteReadError,
+)
 from grainlite.sources import remote
+from grainlite_tests.support.fault_proxy import FaultProxy, Faults
 from grainlite_tests.support.seaweed import S3Server, free_ports
 
 
@@ -93,6 +99,40 @@ def test_unreachable_store_fails_after_the_bounded_retries(server: S3Server):
     }
     with pytest.raises(RemoteReadError, match="failed 3 times"):
         remote.object_size(f"s3://{server.bucket}/x", options)
+
+
+def test_a_request_the_store_rejects_is_one_error_naming_the_status_not_retried(
+    server: S3Server,
+):
+    # A 400 (a request this store does not take: fake-gcs-server answers obstore's uploads so)
+    # comes back the same however often it is asked: one request, one error saying so.
+    server.put("client/rejected.bin", b"x" * 10)
+    url = f"s3://{server.bucket}/client/rejected.bin"
+    with FaultProxy((server.host, server.port), Faults(refuse_status=400)) as proxy:
+        options = server.storage_options(proxy.endpoint_url) | {"max_retries": 3, "backoff": 0}
+        with pytest.raises(GrainliteValueError) as caught:
+            remote.write_bytes(url, b"new", options)
+        assert proxy.counts()["refusals"] == 1
+    message = str(caught.value)
+    assert message.startswith(
+        f"object storage refused the PUT of {url!r} with 400 Bad Request ("
+    ), message
+    assert message.endswith(
+        "); asking again would be refused again, so it was not retried: check the URL, the "
+        "storage options and that this store supports the request."
+    ), message
+    assert server.get("client/rejected.bin") == b"x" * 10
+
+
+def test_throttling_answers_are_retried_up_to_the_bound(server: S3Server):
+    # 429 Too Many Requests, like 503 SlowDown, may pass: it is asked again, max_retries times.
+    server.put("client/throttled.bin", b"y" * 10)
+    url = f"s3://{server.bucket}/client/throttled.bin"
+    with FaultProxy((server.host, server.port), Faults(refuse_status=429)) as proxy:
+        options = server.storage_options(proxy.endpoint_url) | {"max_retries": 2, "backoff": 0}
+        with pytest.raises(RemoteReadError, match="failed 3 times"):
+            remote.object_size(url, options)
+        assert proxy.counts()["refusals"] == 3
 
 
 def test_credentials_and_endpoint_come_from_the_environment(server: S3Server):

@@ -13,9 +13,10 @@ line after the previous response):
   delivered if the client is still there;
 - ``slowdown_probability``: the request is not forwarded; the client gets ``503 SlowDown`` with
   an S3 XML error body and the connection is closed;
-- ``refuse_status`` (401 or 403; 0: off): every request is answered with that status and a
-  JSON error body in Google Cloud Storage's shape, as a server that refuses the credentials
-  does (the GCS emulator checks none), and the connection is closed.
+- ``refuse_status`` (a 4xx status; 0: off): every request is answered with that status and a
+  JSON error body in Google Cloud Storage's shape, and the connection is closed: 401 or 403 as
+  a server that refuses the credentials (the GCS emulator checks none), 400 as one that does not
+  take the request, 429 as one that throttles.
 
 At most one fault per request, drawn from one ``random.Random(seed)`` in the order requests
 arrive (deterministic for a given order of requests). ``counts()`` says what was done; the knobs
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import http
 import json
 import random
 import re
@@ -67,7 +69,7 @@ class Faults:
     stall_probability: float = 0.0
     stall_s: float = 30.0
     slowdown_probability: float = 0.0
-    refuse_status: int = 0  # 401 or 403: every request refused (0: off)
+    refuse_status: int = 0  # a 4xx: every request answered with it (0: off)
 
 
 class _Pacer:
@@ -302,9 +304,9 @@ class FaultProxy:
         self._answer(client, first, b"503 Slow Down", b"application/xml", SLOWDOWN_BODY)
 
     def _refuse(self, client: socket.socket, first: bytes, status: int) -> None:
-        """Answers ``status`` (401 or 403) with GCS's JSON error shape, without forwarding."""
+        """Answers ``status`` (a 4xx) with GCS's JSON error shape, without forwarding."""
         self._count("refusals")
-        reason = "Unauthorized" if status == 401 else "Forbidden"
+        reason = http.HTTPStatus(status).phrase
         body = json.dumps(
             {"error": {"code": status, "message": f"{reason} (grainlite fault proxy)"}}
         ).encode()

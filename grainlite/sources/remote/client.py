@@ -21,6 +21,7 @@ import contextlib
 import io
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -150,6 +151,14 @@ def call(what: str, url: str, spec: StoreSpec, request: Callable[[], T]) -> T:
             text = str(error)
             if " 403 " in text or " 401 " in text:
                 raise _denied(url, error) from None
+            rejected = _rejected_status(text)
+            if rejected is not None:
+                raise GrainliteValueError(
+                    f"object storage refused the {what} of {url!r} with {rejected} "
+                    f"({_first_line(error)}); asking again would be refused again, so it was not "
+                    f"retried: check the URL, the storage options and that this store supports "
+                    f"the request."
+                ) from None
             if attempt >= options.max_retries:
                 raise RemoteReadError(
                     f"The {what} of {url!r} failed {attempt + 1} times (last: "
@@ -159,6 +168,23 @@ def call(what: str, url: str, spec: StoreSpec, request: Callable[[], T]) -> T:
                 ) from error
             time.sleep(random.uniform(0, min(options.max_backoff, options.backoff * 2**attempt)))
             attempt += 1
+
+
+# A 4xx answer that a new try cannot change (the request itself is refused): 400 Bad Request,
+# 405, 409, 411-416, 422 ... 408 Request Timeout and 429 Too Many Requests are retried; 401, 403
+# and 404 have errors of their own.
+# obstore says "... status code: 400 Bad Request: <body>"; a text without it is retried as before.
+_STATUS = re.compile(r"\bstatus(?: code)?:? (?P<status>(?P<code>4\d\d) [A-Z][A-Za-z' -]*[A-Za-z])")
+_RETRIED_4XX = frozenset({"401", "403", "404", "408", "429"})
+
+
+def _rejected_status(text: str) -> str | None:
+    """The status (e.g. ``"400 Bad Request"``) of an answer that refuses the request itself,
+    found in obstore's error text; None for any other failure."""
+    for found in _STATUS.finditer(text):
+        if found["code"] not in _RETRIED_4XX:
+            return found["status"]
+    return None
 
 
 def _first_line(error: BaseException) -> str:

@@ -81,11 +81,12 @@ def parse_url(url: Any) -> Location:
 class RequestOptions:
     """How requests are retried and bounded (``storage_options`` keys of the same names).
 
-    A request that fails with a reset connection, a 5xx answer (``503 SlowDown`` included) or a
-    timeout is tried again up to ``max_retries`` times, after ``backoff * 2**attempt`` seconds
-    (at most ``max_backoff``) with full jitter; ``timeout`` bounds a whole request (a stalled one
-    is cancelled and retried), ``connect_timeout`` the connection. A missing object or refused
-    credentials are never retried.
+    A request that fails with a reset connection, a 5xx answer (``503 SlowDown`` included), a
+    ``429`` or a timeout is tried again up to ``max_retries`` times, after
+    ``backoff * 2**attempt`` seconds (at most ``max_backoff``) with full jitter; ``timeout``
+    bounds a whole request (a stalled one is cancelled and retried), ``connect_timeout`` the
+    connection. A missing object, refused credentials and another 4xx answer (the request itself
+    refused, e.g. ``400 Bad Request``) are never retried.
     """
 
     max_retries: int = 8
