@@ -9,7 +9,10 @@ import json
 import pytest
 
 import grainlite as grain
-from grainlite.loader.state import codec as state_codec
+from grainlite.engine.position import IteratorPosition
+from grainlite.loader.state.decoding import decode
+from grainlite.loader.state.encoding import dump
+from grainlite.loader.state.layout import Layout
 from grainlite.loader.striding import WorkerSlice
 
 pytestmark = pytest.mark.timeout(30)
@@ -54,15 +57,15 @@ def test_position_is_the_inverse_of_index_and_none_off_the_slice():
 def test_the_checkpoint_stores_the_index_the_reader_read_last(layout):
     shard_index, shard_count, workers = layout
     sampler = grain.IndexSampler(40, grain.NoSharding(), num_epochs=1)
-    codec = state_codec.Layout(workers, shard_index, shard_count, repr(sampler), "src", False)
+    codec = Layout(workers, shard_index, shard_count, repr(sampler), "src", False)
     counts = [w + 2 for w in range(workers)]  # elements each worker has delivered
-    position = state_codec.IteratorPosition(counts, 0, [False] * workers)
-    stored = json.loads(state_codec.dump(position, codec))["last_seen_indices"]
+    position = IteratorPosition(counts, 0, [False] * workers)
+    stored = json.loads(dump(position, codec))["last_seen_indices"]
     for worker in range(workers):
         read = WorkerSlice.of(sampler, shard_index, shard_count, worker, workers)
         assert dataclasses.replace(codec.worker_slice(worker), end=read.end) == read
         assert stored[str(worker)] == read.index(counts[worker] - 1)
-    assert state_codec.decode(state_codec.dump(position, codec), codec).states == counts
+    assert decode(dump(position, codec), codec).states == counts
 
 
 def test_a_slice_with_holes_reads_them_right_before_its_native_tail():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import grainlite as grain
-from grainlite.loader.state.codec import decode
+from grainlite.loader.state.decoding import decode
 from grainlite.torch.epochs import (
     EpochSampler,
     epoch_batches,

@@ -30,7 +30,7 @@ from grainlite._optional import require
 from grainlite.checks import invalid_state
 from grainlite.dataset.base import DatasetIterator
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateNotJSONError
-from grainlite.loader.state.codec import MAX_STATE_BYTES
+from grainlite.loader.state.saved_state import MAX_STATE_BYTES
 
 ocp = require("orbax.checkpoint", "orbax", "Checkpointing a grainlite iterator with Orbax")
 
@@ -167,7 +167,7 @@ def read_state_file(path: Any) -> bytes:
 
 def _restore_from_every_file(iterator: Any, directory: Any, saved: int) -> None:
     """Gives ``iterator`` its part of the remainder of the ``saved`` processes' states."""
-    from grainlite.loader.state.codec import load
+    from grainlite.loader.state.saved_state import load
 
     restore_hosts = getattr(iterator, "restore_hosts", None)
     if restore_hosts is None:

@@ -10,7 +10,7 @@ the state nested)::
      "future_states": {}}
 
 :func:`encode_interleave` and :func:`decode_interleave` are the one codec of that shape, used by
-the DataLoader's state (:mod:`grainlite.loader.state.codec`) and ``mp_prefetch``'s
+the DataLoader's state (:mod:`grainlite.loader.state.encoding`) and ``mp_prefetch``'s
 (:mod:`grainlite.dataset.mp.state`). Decoding checks every field by hand (a state may come from
 a file) and raises the caller's own errors: each caller passes how a damaged field, a worker
 count that differs and one worker's entry are reported and read.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from grainlite.engine.in_process import InProcessStream
 from grainlite.engine.iterator import IteratorShell
+from grainlite.engine.position import IteratorPosition
 from grainlite.engine.preload import preload
 from grainlite.errors import (
     GrainliteTypeError,
@@ -30,8 +31,9 @@ from grainlite.loader.arguments import (
 )
 from grainlite.loader.pipeline import Pipeline
 from grainlite.loader.reader import hint_first_keys
-from grainlite.loader.state import codec as state_codec
 from grainlite.loader.state import elastic
+from grainlite.loader.state.encoding import dump
+from grainlite.loader.state.layout import Layout
 from grainlite.options import MultiprocessingOptions, ReadOptions
 from grainlite.sampling.sharding import ShardOptions
 from grainlite.stats.counters import ParentCounters
@@ -119,7 +121,7 @@ class DataLoader:
             shard_count=shard.shard_count,
             read_options=read_options,
         )
-        self._layout = state_codec.Layout.of(
+        self._layout = Layout.of(
             worker_count,
             sampler,
             data_source,
@@ -188,9 +190,7 @@ class DataLoaderIterator(IteratorShell, Iterator[Any]):
         self._pipeline = loader._pipeline
         workers = self._layout.workers
         self._init_shell(
-            state_codec.IteratorPosition(
-                [self._pipeline.initial_state()] * workers, 0, [False] * workers
-            )
+            IteratorPosition([self._pipeline.initial_state()] * workers, 0, [False] * workers)
         )
         self._counters = ParentCounters(self._layout.worker_count)  # stats(), across streams
         self._timer: Any = None  # the in-process pipeline's counters (worker_count=0)
@@ -248,7 +248,7 @@ class DataLoaderIterator(IteratorShell, Iterator[Any]):
     def get_state(self) -> bytes:
         """The position after the last element returned, as Grain's checkpoint JSON."""
         position = self._stream.position() if self._stream is not None else self._position
-        return state_codec.dump(position, self._layout)
+        return dump(position, self._layout)
 
     def set_state(self, state: bytes) -> None:
         """Moves this iterator to a saved position; the next element is the one after it.

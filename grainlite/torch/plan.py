@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteValueError
 from grainlite.loader.data_loader import DataLoader, DataLoaderIterator
 from grainlite.loader.stages import Steps, initial_state
-from grainlite.loader.state import codec as state_codec
+from grainlite.loader.state.encoding import dump
+from grainlite.loader.state.layout import Layout
 from grainlite.options import ReadOptions
 from grainlite.sampling.sharding import NoSharding, ShardOptions
 from grainlite.torch.epochs import (
@@ -137,14 +139,14 @@ class Plan:
         else:
             read, next_worker = [0] * workers, 0
         states = [initial_state(steps, first + r) for r in read]
-        layout = state_codec.Layout.of(
+        layout = Layout.of(
             self.settings.worker_count,
             sampler,
             self.settings.data_source,
             any(kind == "flat_map" for kind, _ in steps),
         )
-        position = state_codec.IteratorPosition(states, next_worker, [False] * workers)
-        return state_codec.dump(position, layout)
+        position = IteratorPosition(states, next_worker, [False] * workers)
+        return dump(position, layout)
 
 
 class EpochsIterator(DataLoaderIterator):

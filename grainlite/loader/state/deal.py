@@ -17,7 +17,7 @@ from typing import Any
 
 from grainlite.engine.position import IteratorPosition
 from grainlite.loader.stages import initial_state
-from grainlite.loader.state.codec import Layout
+from grainlite.loader.state.layout import Layout
 from grainlite.loader.state.worker_state import Plan, WorkerState, takens_of
 
 # A hole: its sampler index (or foreign code) and the outputs to drop per FlatMap level, or None.

@@ -42,26 +42,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from grainlite.engine.position import IteratorPosition
 from grainlite.errors import CheckpointMismatchError, GrainliteValueError
-from grainlite.loader.state import codec, resharding
-from grainlite.loader.state.codec import SavedState
+from grainlite.loader.state import resharding, saved_state
 from grainlite.loader.state.deal import Remainder, deal
+from grainlite.loader.state.decoding import compacted, worker_states
+from grainlite.loader.state.layout import Layout
+from grainlite.loader.state.saved_state import SavedState
 from grainlite.loader.state.streams import check_holes, check_resizable, old_streams, undelivered
 
 
-def restore(state: bytes | str, layout: codec.Layout, pipeline: Any) -> codec.IteratorPosition:
+def restore(state: bytes | str, layout: Layout, pipeline: Any) -> IteratorPosition:
     """The position for ``set_state(state)``: the state parsed once, then placed."""
-    return place(codec.parse(state, layout.flat_map), layout, pipeline)
+    return place(saved_state.parse(state, layout.flat_map), layout, pipeline)
 
 
-def place(saved: SavedState, layout: codec.Layout, pipeline: Any) -> codec.IteratorPosition:
+def place(saved: SavedState, layout: Layout, pipeline: Any) -> IteratorPosition:
     """The position a saved state gives this loader: exact with the same layout, elastic
     otherwise (this host's part of what the saved layout had not delivered)."""
     if saved.matches(layout):
         fan_outs = getattr(pipeline, "fan_outs", ())
-        position = codec.worker_states(saved, layout, pipeline.flat_maps, fan_outs)
+        position = worker_states(saved, layout, pipeline.flat_maps, fan_outs)
         check_holes(position, pipeline.sampler)
-        return codec.compacted(position)
+        return compacted(position)
     if saved.holes is not None and saved.holes.where[1] != layout.shard_count:
         host, hosts, _ = saved.holes.where
         raise CheckpointMismatchError(
@@ -76,8 +79,8 @@ def place(saved: SavedState, layout: codec.Layout, pipeline: Any) -> codec.Itera
 
 
 def restore_hosts(
-    documents: dict[int, Any], hosts: int, layout: codec.Layout, pipeline: Any
-) -> codec.IteratorPosition:
+    documents: dict[int, Any], hosts: int, layout: Layout, pipeline: Any
+) -> IteratorPosition:
     """The position for a restore from the files of ``hosts`` saving hosts (their parsed JSON,
     by host index): this host's part of what they had not delivered.
 
@@ -93,7 +96,9 @@ def restore_hosts(
             f"got those of hosts {sorted(documents)}; restore from a folder that holds every "
             f"process_<i>-of-{hosts}.json."
         )
-    saved = {host: codec.read(document, layout.flat_map) for host, document in documents.items()}
+    saved = {
+        host: saved_state.read(document, layout.flat_map) for host, document in documents.items()
+    }
     if hosts != layout.shard_count and resharding.applies(pipeline, layout):
         remainder = resharding.remainder(saved, hosts, layout, pipeline)
     else:
@@ -102,7 +107,7 @@ def restore_hosts(
 
 
 def _remainder(
-    saved: dict[int, SavedState], hosts: int, layout: codec.Layout, pipeline: Any
+    saved: dict[int, SavedState], hosts: int, layout: Layout, pipeline: Any
 ) -> Remainder:
     """Rules 1 and 2: the holes below ``M`` and the bound ``M`` every new tail starts from.
 

@@ -42,9 +42,10 @@ import re
 from typing import Any
 
 from grainlite.errors import CheckpointMismatchError
-from grainlite.loader.state import codec
-from grainlite.loader.state.codec import SavedState
+from grainlite.loader.state import decoding
 from grainlite.loader.state.deal import Remainder
+from grainlite.loader.state.layout import Layout
+from grainlite.loader.state.saved_state import SavedState
 from grainlite.loader.state.streams import old_streams, undelivered
 from grainlite.loader.state.worker_state import bad, position_of
 from grainlite.sampling import foreign
@@ -60,7 +61,7 @@ _REPR = re.compile(
 _COMPARED = ("num_records", "shuffle", "num_epochs", "seed", "drop_remainder")
 
 
-def applies(pipeline: Any, layout: codec.Layout) -> bool:
+def applies(pipeline: Any, layout: Layout) -> bool:
     """True when the loader shards with its sampler: an ``IndexSampler`` whose own shard options
     are the loader's (and not ``NoSharding``)."""
     sampler = pipeline.sampler
@@ -104,7 +105,7 @@ def check_sampler(document: Any, host: int, hosts: int, sampler: IndexSampler) -
         what = "; ".join(wrong)
     raise CheckpointMismatchError(
         "Sampler in checkpoint does not match dataloader sampler.\n"
-        f"sampler in checkpoint (process {host} of {hosts}): {codec._shown_text(saved)}\n"
+        f"sampler in checkpoint (process {host} of {hosts}): {decoding._shown_text(saved)}\n"
         f"sampler in dataloader: {sampler!r}\n"
         f"What differs: {what}.\n"
         "Restoring onto another process count compares the sampler up to its shard: build it "
@@ -140,9 +141,7 @@ class _Epochs:
         return self.locate(code)[0]
 
 
-def remainder(
-    saved: dict[int, SavedState], hosts: int, layout: codec.Layout, pipeline: Any
-) -> Remainder:
+def remainder(saved: dict[int, SavedState], hosts: int, layout: Layout, pipeline: Any) -> Remainder:
     """What the ``hosts`` old hosts left (the module's rule), from the saved state of each, by
     host index."""
     sampler: IndexSampler = pipeline.sampler

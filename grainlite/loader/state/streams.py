@@ -15,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteValueError
 from grainlite.loader.reader import RecordReader
 from grainlite.loader.stages import build_chain
-from grainlite.loader.state import codec
 from grainlite.loader.state import holes_field as pending_field
-from grainlite.loader.state.codec import SavedState
+from grainlite.loader.state.decoding import worker_states
+from grainlite.loader.state.layout import Layout
+from grainlite.loader.state.saved_state import SavedState
 from grainlite.loader.state.worker_state import bad, position_of, takens_of
 from grainlite.loader.striding import WorkerSlice
 from grainlite.options import ReadOptions
@@ -63,9 +65,9 @@ def check_resizable(pipeline: Any) -> None:
             )
 
 
-def check_holes(position: codec.IteratorPosition, sampler: Any) -> None:
+def check_holes(position: IteratorPosition, sampler: Any) -> None:
     """Refuses a restored position (its states typed, see
-    :func:`~grainlite.loader.state.codec.worker_states`) whose holes name records of another
+    :func:`~grainlite.loader.state.decoding.worker_states`) whose holes name records of another
     layout (negative indices) that ``sampler`` cannot read."""
     problem = getattr(sampler, "foreign_problem", None)
     options = getattr(sampler, "_shard_options", None)
@@ -87,7 +89,7 @@ def check_holes(position: codec.IteratorPosition, sampler: Any) -> None:
 
 
 def old_streams(
-    saved: SavedState, host: int, hosts: int, layout: codec.Layout, pipeline: Any
+    saved: SavedState, host: int, hosts: int, layout: Layout, pipeline: Any
 ) -> list[OldStream]:
     """The streams host ``host`` of ``hosts`` ran, from its saved state, with the records their
     FlatMap levels had partly delivered resolved (see :func:`_resolve_cursor`).
@@ -110,7 +112,7 @@ def old_streams(
         )
     # Validates every field, and refuses another sampler or data source (not the worker count:
     # ``old`` has the saved one).
-    position = codec.worker_states(saved, old, levels, getattr(pipeline, "fan_outs", ()))
+    position = worker_states(saved, old, levels, getattr(pipeline, "fan_outs", ()))
     check_holes(position, pipeline.sampler)
     end = len(pipeline.sampler) if hasattr(pipeline.sampler, "__len__") else None
     streams = []

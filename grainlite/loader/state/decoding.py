@@ -1,186 +1,32 @@
-"""The iterator's checkpoint: small JSON, byte-compatible with Grain's DataLoader (version 2).
+"""Checking a saved state's fields against a layout, into the workers' positions.
 
-The path is ``parse`` (the only ``json.loads``, into a :class:`SavedState`) -> place (exact here,
-:func:`worker_states`; elastic in :mod:`grainlite.loader.state.elastic`) -> :func:`dump`.
-
-Pipelines without a FlatMapTransform store, per worker, the global index of the last record behind
-its last delivered element (``last_seen_indices``) and which worker is read next. Pipelines with a
-FlatMapTransform store Grain's nested per-layer state instead (Grain does the same), so that a
-restore can skip the outputs of a partly delivered input.
-
-Decoding uses ``json.loads`` and checks every field by hand: nothing from a checkpoint is ever
-unpickled or executed. A worker that still reads holes after an elastic restore adds the
-``grainlite_holes`` field (see :mod:`grainlite.loader.state.holes_field`); a state from another
-layout is turned into holes by :mod:`grainlite.loader.state.elastic`.
+:func:`worker_states` reads the document of a
+:class:`~grainlite.loader.state.saved_state.SavedState` against a
+:class:`~grainlite.loader.state.layout.Layout` (this loader's for an exact restore, or the one it
+was saved with for an elastic one) and checks every field by hand: Grain's flat
+``last_seen_indices`` fields or its nested FlatMapTransform state, the identity strings, the
+``grainlite_holes`` field and :data:`~grainlite.loader.state.encoding.SKIPPED_FIELD`. A state that
+does not fit raises with what differs and how to fix it. :func:`decode` is an exact restore from
+bytes to an :class:`~grainlite.engine.position.IteratorPosition`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from grainlite.checks import state_int
-from grainlite.engine.position import IteratorPosition, decode_interleave, encode_interleave
-from grainlite.errors import SHOWN_CHARS, CheckpointMismatchError, StateNotJSONError, shown
+from grainlite.engine.position import IteratorPosition, decode_interleave
+from grainlite.errors import SHOWN_CHARS, CheckpointMismatchError, shown
 from grainlite.loader.state import holes_field as pending_field
+from grainlite.loader.state.encoding import SKIPPED_FIELD, VERSION
 from grainlite.loader.state.holes_field import HolesField
-from grainlite.loader.state.worker_state import WorkerState, bad, nest
+from grainlite.loader.state.layout import Layout
+from grainlite.loader.state.saved_state import SavedState, parse
+from grainlite.loader.state.worker_state import WorkerState, bad
 from grainlite.loader.striding import WorkerSlice
-from grainlite.sources.protocol import source_aliases, source_matches, source_repr
-
-VERSION = 2
-# grainlite's one addition to Grain's fields: the sampler indices of records whose element failed
-# (its error was delivered in its place) while a Batch still held earlier elements, so the
-# position alone cannot say "go on after it"; below a FlatMap each comes with the failed element's
-# state. Present only then; Grain ignores it.
-SKIPPED_FIELD = "grainlite_skipped_indices"
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What a state must agree with: this loader's process layout and identity strings."""
-
-    worker_count: int
-    shard_index: int
-    shard_count: int
-    sampler_repr: str
-    source_repr: str
-    flat_map: bool
-    # The sampler's length (None: it has none). A saved position past it is refused: it would
-    # silently end the epoch.
-    sampler_length: int | None = None
-    # Other data_source texts that restore onto this source (sources.protocol.source_aliases).
-    source_aliases: tuple[str, ...] = ()
-
-    @staticmethod
-    def of(
-        worker_count: int,
-        sampler: Any,
-        data_source: Any,
-        flat_map: bool,
-        shard_index: int = 0,
-        shard_count: int = 1,
-    ) -> Layout:
-        """The layout of a loader with these settings (the one place one is built from them)."""
-        return Layout(
-            worker_count=worker_count,
-            shard_index=shard_index,
-            shard_count=shard_count,
-            sampler_repr=repr(sampler),
-            source_repr=source_repr(data_source),
-            flat_map=flat_map,
-            sampler_length=len(sampler) if hasattr(sampler, "__len__") else None,
-            source_aliases=source_aliases(data_source),
-        )
-
-    def saved_as(self, worker_count: int, shard_index: int, shard_count: int) -> Layout:
-        """This loader's layout with the process layout a state was saved with."""
-        return dataclasses.replace(
-            self, worker_count=worker_count, shard_index=shard_index, shard_count=shard_count
-        )
-
-    @property
-    def where(self) -> tuple[int, int, int]:
-        """(shard_index, shard_count, worker_count): the layout holes are written for."""
-        return self.shard_index, self.shard_count, self.worker_count
-
-    @property
-    def workers(self) -> int:
-        """Streams per host: the worker count, or 1 for the in-process loader."""
-        return max(self.worker_count, 1)
-
-    def worker_slice(self, worker: int) -> WorkerSlice:
-        """The global indices that worker ``worker`` of this host reads."""
-        return WorkerSlice.striding(self.shard_index, self.shard_count, worker, self.workers)
-
-
-def _nested_to_json(state: Any) -> dict[str, Any]:
-    if isinstance(state, tuple):
-        before, taken = state
-        return {"parent": _nested_to_json(before), "next_index_in_buffer": taken}
-    return {"next_index": state}
-
-
-def dump(position: IteratorPosition, layout: Layout) -> bytes:
-    """The state as Grain writes it: ``json.dumps(..., indent=4)`` encoded as UTF-8."""
-    pending: dict[int, pending_field.Pending] = {}
-    states = []
-    for w, s in enumerate(position.states):
-        state = WorkerState.of(s)
-        if state.plan is not None:
-            # Grain's fields say where the native tail starts; the holes go in their own field.
-            pending[w] = pending_field.pending_of(state)
-            states.append(nest([0] * len(state.takens), state.plan.tail_start))
-        else:
-            states.append(state.nested)
-    document: dict[str, Any]
-    if layout.flat_map:
-        nested = [_nested_to_json(s) for s in states]
-        workers = layout.worker_count
-        document = encode_interleave(position, nested) if workers else nested[0]
-    else:
-        # A worker that delivered nothing stores the index before its first (as Grain does).
-        last_seen = {str(w): layout.worker_slice(w).index(s - 1) for w, s in enumerate(states)}
-        document = {
-            "version": VERSION,
-            "last_seen_indices": last_seen,
-            "last_worker_index": position.next_worker - 1 if layout.worker_count else -1,
-            "worker_count": layout.worker_count,
-            "sampler": layout.sampler_repr,
-            "data_source": layout.source_repr,
-        }
-    skipped = _skipped_to_json(position, layout)
-    if skipped:  # only after a failed element that overtook elements a Batch still held
-        document[SKIPPED_FIELD] = skipped
-    if pending:  # only while a worker has holes left after an elastic restore
-        document[pending_field.FIELD] = pending_field.to_json(layout.where, pending)
-    return json.dumps(document, indent=4).encode()
-
-
-def _skipped_to_json(position: IteratorPosition, layout: Layout) -> list[Any]:
-    """The failures to drop after a restore: sampler indices, with their states below a FlatMap."""
-    entries: list[tuple[int, Any]] = []
-    for w, s in enumerate(position.states):
-        if s.__class__ is not WorkerState or not s.skipped:
-            continue
-        worker = s.slice(layout.worker_slice(w))
-        entries += [(worker.index(p), key) for p, key in s.skipped]
-    entries.sort(key=lambda entry: (entry[0], repr(entry[1])))
-    if not layout.flat_map:  # the failed element's state is always its record's position + 1
-        return [index for index, _ in entries]
-    return [[index, _nested_to_json(key)] for index, key in entries]
-
-
-# A state is a few hundred bytes (a few MB with many pending holes); anything far larger is not
-# one, and is refused before it is parsed. The Orbax handler reads files with the same bound.
-MAX_STATE_BYTES = 64 * 1024 * 1024
-
-
-def _load(state: bytes | str) -> Any:
-    if isinstance(state, bytes | bytearray | str) and len(state) > MAX_STATE_BYTES:
-        raise bad(
-            f"it is {len(state)} bytes long, more than the {MAX_STATE_BYTES} a state can be "
-            f"(they are a few hundred bytes)"
-        )
-    if isinstance(state, bytes | bytearray):
-        try:
-            state = bytes(state).decode()
-        except UnicodeDecodeError as error:
-            raise bad(f"it is not UTF-8 text ({error})") from None
-    if not isinstance(state, str):
-        raise bad(f"expected bytes, got {type(state).__name__}")
-    try:
-        return json.loads(state)
-    except RecursionError:
-        raise bad("it nests JSON arrays or objects thousands of levels deep") from None
-    except json.JSONDecodeError as error:
-        message = str(bad(f"it is not valid JSON ({error})"))
-        raise StateNotJSONError(message, error) from None
-    except ValueError as error:  # e.g. an integer of more digits than Python converts
-        raise bad(f"it holds a value that cannot be read ({error})") from None
+from grainlite.sources.protocol import source_matches
 
 
 def _int(value: Any, where: str, low: int | None = None) -> int:
@@ -261,68 +107,6 @@ def _nested_states(
             )
         _check_fan_outs(state, w, fan_outs)
     return IteratorPosition(typed, next_worker, exhausted)
-
-
-def _worker_count_of(document: Any, flat_map: bool) -> int | None:
-    """The worker count a state was saved with, or None if the document does not say."""
-    if not isinstance(document, dict):
-        return None
-    if not flat_map:
-        count = document.get("worker_count")
-        if not isinstance(count, int) or isinstance(count, bool):
-            return None
-        seen = document.get("last_seen_indices")
-        if isinstance(seen, dict) and len(seen) != max(count, 1):
-            # The state lists one position per worker; a count that disagrees is damage, and
-            # believing it would size the restore by an arbitrary number.
-            raise bad(
-                f"worker_count is {shown(count)} but last_seen_indices has {len(seen)} "
-                f"entries; they must agree"
-            )
-        return count
-    if "iterators_in_use_states" in document:
-        states = document["iterators_in_use_states"]
-        return len(states) if isinstance(states, list) else None
-    return 0 if "parent" in document or "next_index" in document else None
-
-
-@dataclass(frozen=True)
-class SavedState:
-    """A state as read from its bytes, once: the JSON document, the worker count it was saved
-    with (None where it does not say) and its ``grainlite_holes`` field, its layout checked.
-
-    Its workers' states are read against a layout by :func:`worker_states`: this loader's (an
-    exact restore) or the one it was saved with (an elastic restore).
-    """
-
-    document: Any
-    worker_count: int | None
-    holes: HolesField | None
-
-    def matches(self, layout: Layout) -> bool:
-        """True when the state belongs to this host's layout (then the restore is exact)."""
-        count = self.worker_count
-        if count is None or count == layout.worker_count:
-            return self.holes is None or self.holes.where == layout.where
-        return False
-
-
-def load(state: bytes | str) -> Any:
-    """The JSON document of a state (``json.loads`` only); raises if it is not JSON text."""
-    return _load(state)
-
-
-def read(document: Any, flat_map: bool) -> SavedState:
-    """The :class:`SavedState` of a parsed document, for a loader with (or without) a
-    FlatMapTransform; raises if the worker count or the holes' layout is malformed."""
-    count = _worker_count_of(document, flat_map)
-    field = document.get(pending_field.FIELD) if isinstance(document, dict) else None
-    return SavedState(document, count, None if field is None else HolesField.read(field))
-
-
-def parse(state: bytes | str, flat_map: bool) -> SavedState:
-    """Reads a state's bytes (the one ``json.loads`` of a restore) into a :class:`SavedState`."""
-    return read(_load(state), flat_map)
 
 
 def decode(
