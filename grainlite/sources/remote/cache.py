@@ -2,7 +2,8 @@
 the host without a server, within a size limit that is never exceeded.
 
 One object is one *block*: ``KEY.CRC.blk``, where KEY hashes the URL, size and ETag (a changed
-object is a new block) and CRC is the block's checksum (:func:`checksum`). The rules:
+object is a new block) and CRC is the block's checksum
+(:func:`~grainlite.sources.remote.cache_blocks.checksum`). The rules:
 
 - **One download per block per host.** A process takes ``KEY.lock`` (``flock``, exclusive) before
   it downloads a block; the others wait on it and then find the block. A lock dies with its
@@ -17,43 +18,36 @@ object is a new block) and CRC is the block's checksum (:func:`checksum`). The r
   the other processes, through ``.waiting``, to let go of blocks they hold but do not read).
 - **Checked on use.** A process checks a block's size and checksum the first time it uses it; a
   damaged block is removed and fetched again, never served.
-- **Held while read.** A reader holds a block with a shared ``flock`` on it (a :class:`Pin`);
-  eviction takes the block only if it gets an exclusive lock, so a block being read is never
-  removed.
+- **Held while read.** A reader holds a block with a shared ``flock`` on it (a
+  :class:`~grainlite.sources.remote.cache_blocks.Pin`); eviction takes the block only if it gets
+  an exclusive lock, so a block being read is never removed.
+
+This module is the cache that reads and downloads (:class:`ShardCache`: the download locks,
+the checks on use, the downloads). The rest lives beside it: a block on disk, its checksum and
+its pin in :mod:`grainlite.sources.remote.cache_blocks`; the limit, with reservation, eviction
+and the removal of orphaned ``.part`` files, in :mod:`grainlite.sources.remote.cache_room`; what
+each process keeps (download threads, blocks checked, bytes pinned) in
+:mod:`grainlite.sources.remote.cache_process`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
-import secrets
 import shutil
 import tempfile
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grainlite.errors import GrainliteRuntimeError, GrainliteValueError
+from grainlite.errors import GrainliteValueError
+from grainlite.sources.remote.cache_blocks import PART_BYTES, Blob, Pin, checksum
+from grainlite.sources.remote.cache_process import process_state
+from grainlite.sources.remote.cache_room import CacheRoom
 from grainlite.sources.remote.client import read_range
-from grainlite.sources.remote.idle_pool import IdlePool
-
-PART_BYTES = 8 << 20
-"""Bytes per ranged GET of a download, and per CRC-32 of the checksum."""
-DOWNLOAD_REQUESTS = 16
-"""Ranged GETs one process keeps in flight (for all its downloads together)."""
-SPACE_WAIT_S = 600.0
-"""How long a download waits for room before it gives up with an error naming the limit."""
-OWN_WAIT_S = 10.0
-"""How long a download waits while blocks this process itself holds leave no room (its other
-threads' reads may end and let them go) before it gives up with an error naming the limit."""
-_WAITING_FRESH_S = 2.0  # a .waiting touched this recently means a process waits for room
 
 
 def default_directory() -> Path:
@@ -64,87 +58,9 @@ def default_directory() -> Path:
     )
 
 
-@dataclass(frozen=True)
-class Blob:
-    """One remote object to cache: its ``url``, ``size`` and ``etag``."""
-
-    url: str
-    size: int
-    etag: str
-
-    @property
-    def key(self) -> str:
-        """The block's name stem: a hash of the URL, size and ETag."""
-        text = f"{self.url}\0{self.size}\0{self.etag}".encode()
-        return hashlib.sha1(text).hexdigest()
-
-
-def checksum(fd: int, size: int) -> int:
-    """The block checksum of the first ``size`` bytes of ``fd``: the CRC-32 of the CRC-32s of its
-    :data:`PART_BYTES` parts (so parts downloaded in parallel are summed as they arrive)."""
-    crcs = bytearray()
-    for start in range(0, size, PART_BYTES):
-        data = os.pread(fd, min(PART_BYTES, size - start), start)
-        crcs += zlib.crc32(data).to_bytes(4, "big")
-    return zlib.crc32(bytes(crcs))
-
-
-class Pin:
-    """A block held for reading: a shared lock on it, released by :meth:`release` (or when the
-    pin is collected: a dropped source never holds a block for the rest of the process).
-
-    The process counts the bytes its live pins hold (:meth:`ShardCache._reserve` uses it to
-    tell a wait that only this process could end from one that another process ends)."""
-
-    def __init__(self, path: Path, fd: int, size: int) -> None:
-        self.path = path
-        self.size = size
-        self._fd: int | None = fd
-        self._pid = os.getpid()
-        state = _state()
-        with state.lock:
-            state.pinned += size
-
-    def release(self) -> None:
-        """Lets the block go (eviction may then take it); idempotent."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
-            if self._pid == os.getpid():
-                state = _state()
-                with state.lock:
-                    state.pinned -= self.size
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.release()
-
-
-class _ProcessState:
-    """What one process keeps: its download threads and the blocks it checked."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.lock = threading.Lock()
-        self.parts = IdlePool(DOWNLOAD_REQUESTS, "grainlite-fetch")  # daemons, end when idle
-        self.ahead = IdlePool(4, "grainlite-fetch-ahead")
-        self.queued: dict[str, Future[Any]] = {}
-        self.checked: set[tuple[str, int, int]] = set()  # (path, inode, size) verified here
-        self.pinned = 0  # bytes of blocks this process holds with live pins
-
-
-_states: dict[int, _ProcessState] = {}
-
-
-def _state() -> _ProcessState:
-    state = _states.get(os.getpid())
-    if state is None:
-        state = _states.setdefault(os.getpid(), _ProcessState())
-    return state
-
-
-class ShardCache:
-    """The cache folder ``directory`` with at most ``limit_bytes`` of blocks in it.
+class ShardCache(CacheRoom):
+    """The cache folder ``directory`` with at most ``limit_bytes`` of blocks in it (its room is
+    kept by :class:`~grainlite.sources.remote.cache_room.CacheRoom`).
 
     Args:
       directory: the folder (made when first used); None: :func:`default_directory`.
@@ -203,7 +119,7 @@ class ShardCache:
     def fetch_ahead(self, blob: Blob) -> None:
         """Downloads ``blob`` in the background if it is missing and fits in free room (never
         evicting for it); returns at once. Errors are left for the read that needs it."""
-        state = _state()
+        state = process_state()
         with state.lock:
             if blob.key in state.queued:
                 return
@@ -225,15 +141,8 @@ class ShardCache:
                 finally:
                     os.close(lock)
         finally:  # a later call asks again (the other process may have died mid-download)
-            with _state().lock:
-                _state().queued.pop(blob.key, None)
-
-    def under_pressure(self) -> bool:
-        """Whether a process of this host waits for room (readers should let idle blocks go)."""
-        try:
-            return time.time() - (self.directory / ".waiting").stat().st_mtime < _WAITING_FRESH_S
-        except OSError:
-            return False
+            with process_state().lock:
+                process_state().queued.pop(blob.key, None)
 
     def _find(self, blob: Blob) -> Path | None:
         found = sorted(self.directory.glob(f"{blob.key}.*.blk"))
@@ -268,7 +177,7 @@ class ShardCache:
                 path.unlink()  # damaged: never served, fetched again
 
     def _intact(self, path: Path, fd: int, inode: int, size: int, blob: Blob) -> bool:
-        state = _state()
+        state = process_state()
         mark = (str(path), inode, size)
         if mark in state.checked:
             return True
@@ -278,7 +187,7 @@ class ShardCache:
             state.checked.add(mark)
         return good
 
-    # -- locks and room ------------------------------------------------------------------------
+    # -- download locks ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _block_lock(self, blob: Blob, on_wait: Callable[[], None] | None) -> Iterator[None]:
@@ -305,126 +214,6 @@ class ShardCache:
             return None
         return fd
 
-    @contextlib.contextmanager
-    def _space_lock(self) -> Iterator[None]:
-        fd = os.open(self.directory / ".space.lock", os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
-    def used_bytes(self) -> int:
-        """The bytes of blocks in the folder, whole and being downloaded."""
-        total = 0
-        for entry in os.scandir(self.directory):
-            if entry.name.endswith((".blk", ".part")):
-                with contextlib.suppress(FileNotFoundError):
-                    total += entry.stat().st_size
-        return total
-
-    def _reserve(
-        self, blob: Blob, on_wait: Callable[[], None] | None, evict: bool = True
-    ) -> tuple[Path, int] | None:
-        """A ``.part`` file of the blob's size, locked by this process, once there is room (None:
-        no room and ``on_wait`` None, or ``evict`` False and no free room)."""
-        deadline = time.monotonic() + SPACE_WAIT_S
-        own_since: float | None = None  # since when this process alone holds too much
-        released = False
-        while True:
-            with self._space_lock():
-                self._remove_orphans()
-                used = self.used_bytes()
-                if evict and used + blob.size > self.limit:
-                    used -= self._evict(used + blob.size - self.limit)
-                if used + blob.size <= self.limit:
-                    name = f"{blob.key}.{os.getpid()}.{secrets.token_hex(4)}.part"
-                    path = self.directory / name
-                    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                    os.ftruncate(fd, blob.size)
-                    return path, fd
-            if on_wait is None:
-                return None
-            on_wait()
-            state = _state()
-            with state.lock:
-                own = state.pinned
-            if own + blob.size <= self.limit:
-                own_since = None
-            elif own_since is None:
-                own_since = time.monotonic()
-            elif time.monotonic() - own_since > OWN_WAIT_S:
-                raise GrainliteRuntimeError(
-                    f"The cache {str(self.directory)!r} (limit {self.limit} bytes) cannot hold "
-                    f"{blob.url!r} ({blob.size} bytes) beside the {own} bytes of files this "
-                    f"process holds open (reads in flight in its other threads, or sources "
-                    f"never closed): no other process could free that room. Raise "
-                    f"cache_limit_bytes to at least {own + blob.size} (better, a few files "
-                    f"per worker of this host), and close() sources no longer read."
-                )
-            if not released:  # this process let its idle blocks go: evict them at once
-                released = True
-                continue
-            with contextlib.suppress(OSError):
-                (self.directory / ".waiting").touch()
-            if time.monotonic() > deadline:
-                raise GrainliteRuntimeError(
-                    f"Waited {SPACE_WAIT_S:.0f} s for room in the cache {str(self.directory)!r} "
-                    f"(limit {self.limit} bytes) to fetch {blob.url!r} ({blob.size} bytes): "
-                    f"other readers hold every block. Raise cache_limit_bytes to a few files per "
-                    f"worker of this host."
-                )
-            time.sleep(0.05)
-
-    def _remove_orphans(self) -> None:
-        """Removes ``.part`` files whose writer is gone (their lock is free)."""
-        for path in self.directory.glob("*.part"):
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pass  # being written
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-            finally:
-                os.close(fd)
-
-    def _evict(self, needed: int) -> int:
-        """Removes least recently used blocks no reader holds until ``needed`` bytes are free;
-        returns the bytes freed."""
-        freed = 0
-        blocks = []
-        for entry in os.scandir(self.directory):
-            if entry.name.endswith(".blk"):
-                with contextlib.suppress(FileNotFoundError):
-                    blocks.append((entry.stat().st_mtime, entry.path))
-        for _, path in sorted(blocks):
-            if freed >= needed:
-                break
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue  # held by a reader
-            try:
-                size = os.fstat(fd).st_size
-                os.unlink(path)
-                freed += size
-            except FileNotFoundError:
-                pass
-            finally:
-                os.close(fd)
-        return freed
-
     # -- downloading ---------------------------------------------------------------------------
 
     def _download(self, blob: Blob, part: Path, fd: int) -> Pin:
@@ -442,7 +231,7 @@ class ShardCache:
                 part.unlink()
             os.close(fd)
             raise
-        _state().checked.add((str(final), os.fstat(fd).st_ino, blob.size))
+        process_state().checked.add((str(final), os.fstat(fd).st_ino, blob.size))
         return Pin(final, fd, blob.size)
 
     def _fetch_parts(self, blob: Blob, fd: int) -> list[int]:
@@ -460,7 +249,7 @@ class ShardCache:
         starts = range(0, blob.size, PART_BYTES)
         if len(starts) <= 1:
             return [fetch(start) for start in starts]
-        futures = [_state().parts.submit(fetch, start) for start in starts]
+        futures = [process_state().parts.submit(fetch, start) for start in starts]
         try:
             return [future.result() for future in futures]
         except BaseException:

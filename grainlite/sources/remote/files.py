@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grainlite.errors import RemoteObjectNotFoundError
-from grainlite.sources.remote.cache import Blob
+from grainlite.sources.remote.cache_blocks import Blob
 from grainlite.sources.remote.client import list_glob, object_info, read_edges, read_ranges
 
 _HEAD_BYTES = 64 << 10  # the file's signature block

@@ -1,0 +1,42 @@
+"""What one process keeps for the host's cache (:mod:`grainlite.sources.remote.cache`): its
+download threads, the downloads it queued ahead, the blocks it checked and the bytes it pins.
+
+One record per process id, made on first use: a forked child starts with none of its parent's
+threads, checks or pins (they are the parent's), and the record of a dead parent is never used.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from grainlite.sources.remote.idle_pool import IdlePool
+
+DOWNLOAD_REQUESTS = 16
+"""Ranged GETs one process keeps in flight (for all its downloads together)."""
+
+
+class ProcessState:
+    """What one process keeps: its download threads and the blocks it checked."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.parts = IdlePool(DOWNLOAD_REQUESTS, "grainlite-fetch")  # daemons, end when idle
+        self.ahead = IdlePool(4, "grainlite-fetch-ahead")
+        self.queued: dict[str, Future[Any]] = {}
+        self.checked: set[tuple[str, int, int]] = set()  # (path, inode, size) verified here
+        self.pinned = 0  # bytes of blocks this process holds with live pins
+
+
+_states: dict[int, ProcessState] = {}
+
+
+def process_state() -> ProcessState:
+    """This process's record (made on first use)."""
+    state = _states.get(os.getpid())
+    if state is None:
+        state = _states.setdefault(os.getpid(), ProcessState())
+    return state
