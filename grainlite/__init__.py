@@ -55,7 +55,9 @@ if _typing.TYPE_CHECKING:
         RECORD_KEY,
         SEED,
     )
-    from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+    from grainlite.dataset.dataset_iterator import DatasetIterator
+    from grainlite.dataset.iter_dataset import IterDataset
+    from grainlite.dataset.map_dataset import MapDataset
     from grainlite.device import device_put
     from grainlite.errors import (
         CheckpointMismatchError,
@@ -142,9 +144,9 @@ _NAMES = {
     "RECORD": "grainlite.constants",
     "RECORD_KEY": "grainlite.constants",
     "SEED": "grainlite.constants",
-    "DatasetIterator": "grainlite.dataset.base",
-    "IterDataset": "grainlite.dataset.base",
-    "MapDataset": "grainlite.dataset.base",
+    "DatasetIterator": "grainlite.dataset.dataset_iterator",
+    "IterDataset": "grainlite.dataset.iter_dataset",
+    "MapDataset": "grainlite.dataset.map_dataset",
     "device_put": "grainlite.device",
     "CheckpointMismatchError": "grainlite.errors",
     "ClusterConnectionError": "grainlite.errors",

@@ -9,7 +9,7 @@ import pytest
 
 import grainlite.dataset as gd
 import grainlite.transforms as gt
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 
 
 def _classes(t, flat_map_base):

@@ -7,7 +7,9 @@ import grain
 import pytest
 
 import grainlite.dataset as gd
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
 
 

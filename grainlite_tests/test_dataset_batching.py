@@ -14,8 +14,10 @@ import grain
 import numpy as np
 import pytest
 
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
 from grainlite.dataset.flat_map import FlatMapMapDataset
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite_tests.support.contracts import (
     assert_dataset_resumes_at_every_step,
     run_with_states,

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 import grainlite as lite
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.options import MultiprocessingOptions
 
 pytestmark = pytest.mark.timeout(120)

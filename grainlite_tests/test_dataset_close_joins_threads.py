@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from array_record.python import array_record_module
 
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 
 pytestmark = pytest.mark.timeout(180)
 

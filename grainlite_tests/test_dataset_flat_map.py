@@ -11,8 +11,8 @@ import cloudpickle
 import grain
 import pytest
 
-from grainlite.dataset.base import MapDataset
 from grainlite.dataset.flat_map import FlatMapIterDataset, FlatMapMapDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.transforms import FlatMapTransform
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, run_with_states
 

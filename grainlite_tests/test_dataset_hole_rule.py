@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from grainlite.dataset.base import MapDataset, first_hole_maker
 from grainlite.dataset.flat_map import FlatMapMapDataset
+from grainlite.dataset.map_dataset import MapDataset, first_hole_maker
 from grainlite.dataset.mp.slicing import batch_block
 from grainlite.options import MultiprocessingOptions
 from grainlite.transforms.base import FlatMapTransform

@@ -26,7 +26,9 @@ import pytest
 from leak_check import alive, live_children
 
 import grainlite as lite
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.dataset.mp.pipeline import DatasetPipeline
 from grainlite.dataset.mp.prefetch import MultiprocessPrefetchDatasetIterator
 from grainlite.options import MultiprocessingOptions

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from grainlite.dataset.base import MapDataset
 from grainlite.dataset.flat_map import FlatMapIterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.options import MultiprocessingOptions
 from grainlite.transforms.base import FlatMapTransform
 

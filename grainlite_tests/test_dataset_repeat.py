@@ -9,7 +9,7 @@ import grain
 import pytest
 
 import grainlite.dataset as gd
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 
 
 def _counter(x, rng):

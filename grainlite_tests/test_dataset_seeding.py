@@ -12,7 +12,7 @@ import pytest
 
 import grainlite.dataset as gd
 from grainlite.dataset import seed as seeding
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 
 
 def _ident(x):

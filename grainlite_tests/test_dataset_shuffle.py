@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import grainlite.dataset as gd
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.sampling.index_shuffle import index_shuffle_array
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import grainlite.dataset as gd
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 
 SLICES = [
     slice(1, 10, 2),

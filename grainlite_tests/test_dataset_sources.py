@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import grainlite
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 
 RANGE_ARGS = [(5,), (0,), (2, 10, 3), (10, 2, -1), (-3, 4), (7, 7), (0, 100, 7)]
 

@@ -16,7 +16,7 @@ import pytest
 
 import grainlite
 import grainlite.dataset as gd
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.dataset.to_iter import PrefetchIterDataset, ToIterDataset
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
 

@@ -13,7 +13,7 @@ import pytest
 import grainlite.dataset as gd
 import grainlite.transforms as gt
 from grainlite.dataset import _util
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from grainlite._optional import require
 from grainlite.checks import invalid_state
-from grainlite.dataset.base import DatasetIterator
+from grainlite.dataset.dataset_iterator import DatasetIterator
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, StateNotJSONError
 from grainlite.loader.state.saved_state import MAX_STATE_BYTES
 

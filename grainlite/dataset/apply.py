@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.errors import UnsupportedTransformationError, shown
 from grainlite.transforms.base import CLASS_KINDS, TfRandomMap
 from grainlite.transforms.batch import Batch

@@ -40,8 +40,10 @@ import numpy as np
 
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset, first_hole_maker
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.map import parent_stream
+from grainlite.dataset.map_dataset import MapDataset, first_hole_maker
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.stats.counters import StageCounter, clock
 from grainlite.stats.tracing import span
@@ -79,7 +81,8 @@ def _check_arguments(batch_size: Any, batch_fn: Any) -> tuple[int, Callable[[lis
 
 def _hole_maker_upstream(dataset: MapDataset) -> str | None:
     """The Grain name of a node at or above ``dataset`` that leaves ``None`` holes, if any (the
-    rule of :func:`~grainlite.dataset.base.first_hole_maker`; a user's node is not refused)."""
+    rule of :func:`~grainlite.dataset.map_dataset.first_hole_maker`; a user's node is not
+    refused)."""
     node = first_hole_maker(dataset, count_unknown=False)
     if node is None:
         return None

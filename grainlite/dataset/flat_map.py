@@ -32,7 +32,9 @@ import numpy as np
 
 from grainlite.checks import int_option, invalid_state, is_int, state_int
 from grainlite.dataset._util import as_index, parent_getitems
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.errors import (
     GrainliteTypeError,
     GrainliteValueError,

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.options import READ_POLICY
 from grainlite.sources.list_reads import ListReads
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import parent_getitems
-from grainlite.dataset.base import IterDataset, MapDataset
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.dataset.seed import IndexRng, node_seed
 from grainlite.errors import GrainliteTypeError
 from grainlite.stats.collect import callable_name

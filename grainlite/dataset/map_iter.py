@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from grainlite.dataset import element_spec
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.map import transform_function, transform_name
 from grainlite.dataset.next_index import get_next_index, set_next_index
 from grainlite.dataset.seed import IndexRng, node_seed

@@ -55,7 +55,9 @@ import numpy as np
 
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.dataset.select import check_map_datasets, gather
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, clipped, shown
 

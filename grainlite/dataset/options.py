@@ -32,7 +32,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from grainlite.dataset import element_spec
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.errors import GrainliteTypeError, GrainliteValueError, shown
 
 log = logging.getLogger("grainlite")

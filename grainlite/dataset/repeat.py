@@ -22,7 +22,9 @@ from typing import Any
 from grainlite.checks import int_option
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems, wrapped_keys
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.errors import GrainliteValueError
 
 

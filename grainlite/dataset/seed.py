@@ -30,7 +30,9 @@ import numpy as np
 
 from grainlite.checks import int_option
 from grainlite.dataset import element_spec
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.errors import (
     GrainliteValueError,
     NegativeRngIndexError,

@@ -27,7 +27,7 @@ import numpy as np
 
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, empty_read, parent_getitems
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.errors import (
     GrainliteTypeError,
     SelectionIndexError,

@@ -26,8 +26,8 @@ import numpy as np
 
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
-from grainlite.dataset.base import MapDataset, map_lineage
 from grainlite.dataset.map import parent_stream
+from grainlite.dataset.map_dataset import MapDataset, map_lineage
 from grainlite.errors import GrainliteValueError, shown
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ _INT64_SAFE = 2**62
 
 def _reorders_by_epoch(ds: Any) -> bool:
     """Whether ``ds`` or a node below it permutes differently in each epoch (a shuffle: its
-    :attr:`~grainlite.dataset.base.MapDataset.reshuffles_each_epoch`)."""
+    :attr:`~grainlite.dataset.map_dataset.MapDataset.reshuffles_each_epoch`)."""
     return any(node.reshuffles_each_epoch for node in map_lineage(ds))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, empty_read, wrapped_keys
-from grainlite.dataset.base import MapDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.engine.packed_records import FixedSizeRecords, PicklesRecordsPacked
 from grainlite.errors import NotSequentialSliceError
 from grainlite.sources.list_reads import active_for

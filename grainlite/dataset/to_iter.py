@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from grainlite.checks import int_option, template_filled
 from grainlite.dataset import element_spec, stopping
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.key_hints import HintedRead, KeyHints, list_reads_for
 from grainlite.dataset.map import parent_stream
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
 from grainlite.dataset.read_ahead import (
     BlockReader,
@@ -143,7 +145,7 @@ class PrefetchIterDataset(IterDataset):
         return self._allow_nones
 
     def map_batch_read_last(self) -> BatchMapDataset | None:
-        """The parent's :meth:`~grainlite.dataset.base.MapDataset.batch_returned_as_is`: this
+        """The parent's :meth:`~grainlite.dataset.map_dataset.MapDataset.batch_returned_as_is`: this
         node hands out the elements it reads as they are (grainlite's own node; a subclass may
         change them)."""
         if type(self) is not PrefetchIterDataset:

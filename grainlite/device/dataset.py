@@ -16,7 +16,9 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.device.iterator import check_depth, start_reading
 from grainlite.engine.producer import End, Item, Producer, value_of
 from grainlite.errors import GrainliteTypeError

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from grainlite.dataset import element_spec
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.errors import GrainliteValueError, shown
 
 

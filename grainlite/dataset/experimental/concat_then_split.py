@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
 from grainlite.dataset.experimental.concat_then_split_plan import Config, Planner, state_slices
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.errors import GrainliteValueError
 from grainlite.transforms.packing import checks as packing_checks
 

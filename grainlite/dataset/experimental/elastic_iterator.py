@@ -23,7 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 from grainlite.checks import int_option
-from grainlite.dataset.base import DatasetIterator, MapDataset, first_hole_maker
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.map_dataset import MapDataset, first_hole_maker
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.options import ReadOptions
 from grainlite.transforms.batch import validate_batch_size

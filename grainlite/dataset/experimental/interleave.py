@@ -47,8 +47,10 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from grainlite.checks import int_option
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
 from grainlite.dataset.element_spec import get_element_spec
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.dataset.next_index import get_next_index, set_next_index
 from grainlite.dataset.options import input_iterator, set_options
 from grainlite.errors import (

@@ -10,7 +10,8 @@ from typing import Any
 
 from grainlite.checks import int_option
 from grainlite.dataset import element_spec
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.next_index import set_next_index
 
 

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.errors import GrainliteValueError
 from grainlite.transforms.packing import checks as packing_checks
 from grainlite.transforms.packing.fit import fill_round

@@ -26,11 +26,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from grainlite._optional import require
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
 from grainlite.dataset.experimental.interleave import (
     InterleaveDatasetIterator,
     InterleaveIterDataset,
 )
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.errors import GrainliteTypeError
 from grainlite.sources import locations
 

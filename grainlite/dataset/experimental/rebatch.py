@@ -23,7 +23,8 @@ import numpy as np
 
 from grainlite import tree
 from grainlite.dataset import element_spec
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.transforms.batch import make_batch, validate_batch_size
 

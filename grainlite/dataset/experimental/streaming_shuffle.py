@@ -22,8 +22,8 @@ import numpy as np
 from grainlite.checks import int_option
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
-from grainlite.dataset.base import MapDataset
 from grainlite.dataset.map import parent_stream
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.dataset.seed import node_seed
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.sampling.streaming import StreamingOrder, shard_ends

@@ -29,7 +29,8 @@ import struct
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.errors import CorruptedDataError, GrainliteTypeError
 from grainlite.sources import locations
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
-from grainlite.dataset.base import DatasetIterator
+from grainlite.dataset.dataset_iterator import DatasetIterator
 from grainlite.dataset.experimental.tfrecord import (
     _CRC,
     _HEADER,

@@ -34,8 +34,9 @@ from typing import Any
 
 from grainlite.checks import int_option
 from grainlite.dataset import element_spec
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
 from grainlite.dataset.experimental.interleave import InterleaveIterDataset
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.mp.slicing import (
     check_sliceable,
     is_to_iter,

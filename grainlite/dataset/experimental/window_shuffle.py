@@ -31,7 +31,9 @@ import numpy as np
 from grainlite.checks import int_option
 from grainlite.dataset import element_spec
 from grainlite.dataset._util import as_index, parent_getitems
-from grainlite.dataset.base import DatasetIterator, IterDataset, MapDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import MapDataset
 from grainlite.dataset.seed import node_seed
 from grainlite.sampling.index_shuffle import index_shuffle, index_shuffle_array
 

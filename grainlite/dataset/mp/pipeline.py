@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.dataset import read_ahead
-from grainlite.dataset.base import IterDataset
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.mp.slicing import slice_for_worker
 from grainlite.dataset.next_index import NoNextIndexError, get_next_index
 from grainlite.dataset.options import in_force, set_options

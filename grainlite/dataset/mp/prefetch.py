@@ -31,7 +31,8 @@ from typing import Any
 
 from grainlite.checks import int_option
 from grainlite.dataset import element_spec
-from grainlite.dataset.base import DatasetIterator, IterDataset
+from grainlite.dataset.dataset_iterator import DatasetIterator
+from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.key_hints import hint_first_keys
 from grainlite.dataset.mp.pipeline import DatasetPipeline
 from grainlite.dataset.mp.slicing import check_sliceable, drops_a_partial_batch_per_worker

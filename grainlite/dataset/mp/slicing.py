@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol, TypeGuard
 
-from grainlite.dataset.base import IterDataset, first_hole_maker
+from grainlite.dataset.iter_dataset import IterDataset
+from grainlite.dataset.map_dataset import first_hole_maker
 from grainlite.errors import GrainliteValueError
 
 
@@ -95,7 +96,7 @@ def batch_block(root: IterDataset) -> int:
     """The batch-aligned block size of the #1129 rule for ``root``, or 1 where it does not apply:
     between ``root`` and the ``to_iter_dataset`` only batches and nodes that are ``one_to_one``,
     and no node that leaves or may leave ``None`` holes in the ``MapDataset`` below it (the one
-    rule of :func:`~grainlite.dataset.base.first_hole_maker`). A batch tells through its
+    rule of :func:`~grainlite.dataset.map_dataset.first_hole_maker`). A batch tells through its
     ``fixed_batch`` and ``drop_remainder``."""
     block, drops, node = 1, False, root
     while True:
