@@ -208,7 +208,7 @@ def test_an_unknown_checkpoint_name_is_an_attribute_error():
 
 
 def test_the_dataset_api_base_classes_are_top_level_names_and_in_grain_python():
-    from grainlite.dataset import base, dataset_iterator, iter_dataset, map_dataset
+    from grainlite.dataset import dataset_iterator, iter_dataset, map_dataset
 
     for name, module in (
         ("DatasetIterator", dataset_iterator),
@@ -218,8 +218,6 @@ def test_the_dataset_api_base_classes_are_top_level_names_and_in_grain_python():
         assert name in grainlite.__all__, name
         assert getattr(grainlite, name) is getattr(module, name), name
         assert getattr(grainlite.python, name) is getattr(module, name), name
-        # The old path (code and pickles written before the split name it) gives the same class.
-        assert getattr(base, name) is getattr(module, name), name
 
 
 def test_importing_grainlite_and_grainlite_python_loads_no_dataset_node_module():
