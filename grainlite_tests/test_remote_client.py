@@ -151,7 +151,7 @@ def test_credentials_and_endpoint_come_from_the_environment(server: S3Server):
 
 
 def test_read_edges_gives_the_size_etag_head_and_tail_in_one_round(server: S3Server):
-    from grainlite.sources.remote.client import read_edges
+    from grainlite.sources.remote.objects import read_edges
 
     options = server.storage_options()
     data = bytes(range(256)) * 1000

@@ -24,19 +24,16 @@ still failing after the retries :class:`~grainlite.errors.RemoteReadError`. The 
 
 from __future__ import annotations
 
-from grainlite.sources.remote.client import (
+from grainlite.sources.remote.config import RequestOptions, is_remote, parse_url
+from grainlite.sources.remote.file_objects import RemoteReader, RemoteWriter, open_read, open_write
+from grainlite.sources.remote.objects import (
     ObjectInfo,
-    RemoteReader,
-    RemoteWriter,
     list_glob,
     object_info,
     object_size,
-    open_read,
-    open_write,
     read_range,
     write_bytes,
 )
-from grainlite.sources.remote.config import RequestOptions, is_remote, parse_url
 
 __all__ = [
     "ObjectInfo",

@@ -47,7 +47,7 @@ from grainlite.errors import GrainliteValueError
 from grainlite.sources.remote.cache_blocks import PART_BYTES, Blob, Pin, checksum
 from grainlite.sources.remote.cache_process import process_state
 from grainlite.sources.remote.cache_room import CacheRoom
-from grainlite.sources.remote.client import read_range
+from grainlite.sources.remote.objects import read_range
 
 
 def default_directory() -> Path:

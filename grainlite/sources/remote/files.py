@@ -17,7 +17,7 @@ from typing import Any
 
 from grainlite.errors import RemoteObjectNotFoundError
 from grainlite.sources.remote.cache_blocks import Blob
-from grainlite.sources.remote.client import list_glob, object_info, read_edges, read_ranges
+from grainlite.sources.remote.objects import list_glob, object_info, read_edges, read_ranges
 
 _HEAD_BYTES = 64 << 10  # the file's signature block
 _FIRST_TAIL = 256 << 10  # the index of 20k records fits in this (measured); doubled as needed
