@@ -12,14 +12,10 @@ merge reads it, and the parent's next message to that worker (the element's cred
 next call, so the round trips overlap and an element costs one call. Other messages go out as
 ``post(seq, ...)`` calls, numbered so the actor applies them in order.
 
-Ownership: a group owns its actors and nothing else. :meth:`RayGroup.close`, garbage collection
-and interpreter exit kill them (``ray.kill``); actors of other loaders or users are never touched.
-Actors on this host write their elements into shared-memory slabs named with this process's pid
-and the stream's tag (see :mod:`grainlite.ray.actor`); the parent maps and unlinks each when it
-is announced, and after killing the actors (once their processes are gone) removes any name of
-the tag left, as a local process group does.
-A dead actor surfaces as :class:`~grainlite.errors.WorkerDiedError` naming the worker, its pid and
-node, and Ray's reason, as soon as Ray reports the death (a second or so).
+Ownership: a group owns its actors and nothing else; :meth:`RayGroup.close`, garbage collection
+and interpreter exit end them and the shared memory they leave (:mod:`grainlite.ray.teardown`).
+A dead actor, a lost cluster and workers no node can place surface as grainlite's errors
+(:mod:`grainlite.ray.failures`).
 """
 
 from __future__ import annotations
@@ -38,16 +34,16 @@ from grainlite.engine.channel import Channel
 from grainlite.engine.process_group import hidden_accelerators, import_path
 from grainlite.engine.protocol import Ack, ToParent, ToWorker
 from grainlite.engine.stall import StackRequest
-from grainlite.errors import ClusterConnectionError, GrainliteValueError, WorkerDiedError
+from grainlite.errors import WorkerDiedError
 from grainlite.ray.actor import TAKES_IN_FLIGHT, WorkerActor, unpack
 from grainlite.ray.connect import connect
-from grainlite.ray.direct import DirectListener, close_all
+from grainlite.ray.direct import DirectListener
+from grainlite.ray.failures import actor_gone, check_placeable, disconnected, worker_died
 from grainlite.ray.health import ClusterHealth
+from grainlite.ray.teardown import kill_actors
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _POLL_S = 1.0  # a blocking read checks the cluster connection this often
-_REASON_CHARS = 600
-_GONE_WAIT_S = 5.0  # how long close waits for killed actors of this host to end
 _DEATH_WAIT_S = 10.0  # how long Ray may take to report why an actor's socket closed
 
 _remote_class: Any = None
@@ -92,7 +88,7 @@ class RayGroup:
         self._health = ClusterHealth()
         self._finalizer = weakref.finalize(
             self,
-            _kill,
+            kill_actors,
             self._actors,
             os.getpid(),
             self._health,
@@ -113,7 +109,7 @@ class RayGroup:
         ray = _ray()
         connect(ray, self._spec.address, self._spec.connect_timeout_s)
         needs = dict(self._spec.resources)
-        _check_placeable(ray, needs)
+        check_placeable(ray, needs)
         runtime_env = dict(self._spec.runtime_env)
         env = {**hidden_accelerators(), "PYTHONPATH": import_path()}
         runtime_env["env_vars"] = {**env, **dict(runtime_env.get("env_vars", {}))}
@@ -180,7 +176,7 @@ class RayGroup:
             return
         ray = _ray()
         if not ray.is_initialized():
-            raise _disconnected(None)
+            raise disconnected(None)
         if not self._resolved[worker]:
             self._unsent[worker].append(message)
             self._resolve(ray, 0.0)
@@ -274,7 +270,7 @@ class RayGroup:
             step = max(0.0, min(_POLL_S, left))
             if not self._resolved[worker]:
                 if not ray.is_initialized():
-                    raise _disconnected(None)
+                    raise disconnected(None)
                 self._resolve(ray, step)
                 if self._resolved[worker]:
                     continue
@@ -289,7 +285,7 @@ class RayGroup:
         if channel is None:
             return self._fetch(ray, worker, timeout)
         if not ray.is_initialized():
-            raise _disconnected(None)
+            raise disconnected(None)
         readable, _, _ = select.select([channel], [], [], timeout)
         self._readable[worker] = bool(readable)
         return self._readable[worker]
@@ -315,31 +311,31 @@ class RayGroup:
         """The error for ``worker``'s socket closing: Ray's reason where the actor died."""
         ray = _ray()
         if not ray.is_initialized():
-            return _disconnected(None)
+            return disconnected(None)
         try:
             ray.get(self._actors[worker].hello.remote(), timeout=_DEATH_WAIT_S)
-        except _actor_gone(ray) as error:
+        except actor_gone(ray) as error:
             return self._died(worker, error)
         except ray.exceptions.GetTimeoutError:
             why = f"its socket closed, and it did not answer for {_DEATH_WAIT_S:g} s"
             return self._died(worker, TimeoutError(why))
         except (ray.exceptions.RayError, ValueError) as error:
-            return _disconnected(error)
+            return disconnected(error)
         return self._died(worker, ConnectionError("its socket to this process closed"))
 
     def _fetch(self, ray: Any, worker: int, timeout: float) -> bool:
         """Reads ``worker``'s oldest reply into its buffer if it lands within ``timeout`` s."""
         if not ray.is_initialized():
-            raise _disconnected(None)
+            raise disconnected(None)
         pending = self._pending_reply(worker)
         try:
             items = ray.get(pending, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
             return False
-        except _actor_gone(ray) as error:
+        except actor_gone(ray) as error:
             raise self._died(worker, error) from None
         except (ray.exceptions.RayError, ValueError) as error:  # ValueError: Ray was shut down
-            raise _disconnected(error) from error
+            raise disconnected(error) from error
         # The next take() goes with the credit for this element (send), in one call.
         self._pending[worker].popleft()
         self._buffered[worker].extend(items)
@@ -361,127 +357,12 @@ class RayGroup:
         """Raises ClusterConnectionError once the head of the cluster has been silent too long."""
         silent = self._health.lost(ray)
         if silent is not None:
-            raise _disconnected(
-                None, f"the head of the cluster has not answered for {silent:.0f} s"
-            )
+            raise disconnected(None, f"the head of the cluster has not answered for {silent:.0f} s")
 
     def _died(self, worker: int, error: BaseException) -> WorkerDiedError:
         pid, node = self._where(worker)
-        reason = " ".join(str(error).split())
-        if len(reason) > _REASON_CHARS:
-            reason = reason[:_REASON_CHARS] + "..."
-        lost = (
-            f"Ray worker actor {worker} of {self.count} (pid {pid} on node {node}) died: {reason}"
-        )
-        died = WorkerDiedError(
-            f"{lost} The iterator stops here; set_state(iterator.get_state()) starts new "
-            f"actors at the last delivered element (RayWorkers(restart_lost_workers=N) does it "
-            f"by itself). If it ran out of memory, lower num_workers, the buffer size or the "
-            f"batch size, or give each actor more memory."
-        )
-        died.lost_worker = lost  # type: ignore[attr-defined]  # the shell may replace the actors
-        return died
+        return worker_died(worker, self.count, pid, node, error)
 
     def close(self) -> None:
         """Kills this group's actors (and nothing else). Idempotent."""
         self._finalizer()
-
-
-def _kill(
-    actors: list[Any],
-    creator: int,
-    health: ClusterHealth,
-    hellos: list[Any],
-    tag: str,
-    channels: list[Channel | None],
-    listeners: list[DirectListener],
-) -> None:
-    if os.getpid() != creator or not actors:
-        return  # a forked child leaves its parent's actors alone
-    close_all(channels)  # the actors' workers see the end of their socket and make no more
-    channels.clear()
-    for listener in listeners:
-        listener.close()
-    listeners.clear()
-    try:
-        import ray
-    except ImportError:  # pragma: no cover - actors exist only if ray imported
-        return
-    if not ray.is_initialized():  # Ray was shut down, and the actors with it
-        actors.clear()  # (ray.kill now would start a new local instance)
-        shm.remove_tagged(tag)
-        return
-    pids = _local_pids(ray, hellos)
-    for actor in actors:
-        if health.is_lost:  # ray.kill goes through the head: ask the actor itself to end
-            with contextlib.suppress(Exception):
-                actor.quit.remote()
-        with contextlib.suppress(Exception):
-            ray.kill(actor, no_restart=True)
-    actors.clear()
-    _wait_gone(pids)  # then no actor of this host makes another slab
-    shm.remove_tagged(tag)
-
-
-def _local_pids(ray: Any, hellos: list[Any]) -> list[int]:
-    """The process ids of the actors that answered ``hello`` and run on this host."""
-    pids: list[int] = []
-    with contextlib.suppress(Exception):
-        here = ray.util.get_node_ip_address()
-        answered, _ = ray.wait(list(hellos), num_returns=len(hellos), timeout=1.0)
-        for hello in answered:
-            with contextlib.suppress(Exception):  # a dead actor answers with its error
-                pid, node, _ = ray.get(hello, timeout=0)
-                if node == here:
-                    pids.append(int(pid))
-    return pids
-
-
-def _wait_gone(pids: list[int]) -> None:
-    """Waits (at most ``_GONE_WAIT_S``) until the processes ``pids`` of this host have ended."""
-    deadline = time.monotonic() + _GONE_WAIT_S
-    for pid in pids:
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            except PermissionError:
-                break  # not ours: another user's process took the pid
-            time.sleep(0.01)
-
-
-def _actor_gone(ray: Any) -> tuple[type[BaseException], ...]:
-    """Ray's errors for a call whose actor died: killed, crashed, out of memory, node lost."""
-    errors = ray.exceptions
-    names = ("RayActorError", "OutOfMemoryError", "WorkerCrashedError", "NodeDiedError")
-    return tuple(getattr(errors, name) for name in names if hasattr(errors, name))
-
-
-def _disconnected(error: BaseException | None, why: str = "") -> ClusterConnectionError:
-    if error is not None:
-        why = " ".join(str(error).split())[:_REASON_CHARS]
-    cause = f" ({why})" if why else ""
-    return ClusterConnectionError(
-        f"The connection to the Ray cluster running this loader's workers was lost{cause}. The "
-        f"iterator stops; when the cluster is back, set_state(iterator.get_state()) on a new "
-        f"iterator goes on after the last delivered element."
-    )
-
-
-def _check_placeable(ray: Any, needs: dict[str, float]) -> None:
-    """Raises if no live node of the cluster has ``needs`` (the actors would wait forever)."""
-    nodes = [node for node in ray.nodes() if node.get("Alive")]
-    for node in nodes:
-        have = node.get("Resources", {})
-        if all(have.get(name, 0) >= amount for name, amount in needs.items()):
-            return
-    totals = {
-        name: max((n.get("Resources", {}).get(name, 0) for n in nodes), default=0) for name in needs
-    }
-    raise GrainliteValueError(
-        f"No node of the Ray cluster has what each worker asks for ({needs}); the largest "
-        f"amounts one node has are {totals}. Start the CPU machines with those resources "
-        f"(ray start --resources='{{\"name\": N}}') or ask for less with "
-        f"RayWorkers(resources=...)."
-    )
