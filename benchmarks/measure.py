@@ -95,6 +95,7 @@ def measure(
         now = time.perf_counter()
         if first is None:
             first = now
+            monitor.count_processes()  # every process of the loader is up now
         if workload.time_limited and now - start >= time_limit:
             stopped_by_time = True
             break
