@@ -96,8 +96,10 @@ if _typing.TYPE_CHECKING:
     from grainlite.loader.data_loader import DataLoaderIterator as PyGrainDatasetIterator
     from grainlite.loading import load
     from grainlite.options import MultiprocessingOptions, ReadOptions
+    from grainlite.sampling.index_sampler import IndexSampler
     from grainlite.sampling.records import Record, RecordMetadata
-    from grainlite.sampling.samplers import IndexSampler, Sampler, SequentialSampler
+    from grainlite.sampling.samplers import Sampler
+    from grainlite.sampling.sequential_sampler import SequentialSampler
     from grainlite.sampling.sharding import NoSharding, ShardByJaxProcess, ShardOptions
     from grainlite.shm import remove_stale_segments
     from grainlite.shm.array import SharedMemoryArray
@@ -187,9 +189,9 @@ _NAMES = {
     "ReadOptions": "grainlite.options",
     "Record": "grainlite.sampling.records",
     "RecordMetadata": "grainlite.sampling.records",
-    "IndexSampler": "grainlite.sampling.samplers",
+    "IndexSampler": "grainlite.sampling.index_sampler",
     "Sampler": "grainlite.sampling.samplers",
-    "SequentialSampler": "grainlite.sampling.samplers",
+    "SequentialSampler": "grainlite.sampling.sequential_sampler",
     "NoSharding": "grainlite.sampling.sharding",
     "ShardByJaxProcess": "grainlite.sampling.sharding",
     "ShardOptions": "grainlite.sampling.sharding",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from grainlite.loader.data_loader import DataLoader
 from grainlite.options import ReadOptions
-from grainlite.sampling.samplers import IndexSampler
+from grainlite.sampling.index_sampler import IndexSampler
 from grainlite.sampling.sharding import NoSharding, ShardOptions
 from grainlite.sources.protocol import RandomAccessDataSource
 from grainlite.transforms.base import Transformation

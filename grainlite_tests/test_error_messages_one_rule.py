@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import grainlite as grain
-from grainlite.sampling.samplers import IndexSampler
+from grainlite.sampling.index_sampler import IndexSampler
 
 pytestmark = pytest.mark.timeout(60)
 

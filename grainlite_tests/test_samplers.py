@@ -1,4 +1,4 @@
-"""Tests for grainlite.sampling.samplers: keys, lengths, generators, reprs and errors as Grain's."""
+"""Tests for the built-in samplers: keys, lengths, generators, reprs and errors as Grain's."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
+from grainlite.sampling.index_sampler import IndexSampler
 from grainlite.sampling.index_shuffle import index_shuffle
 from grainlite.sampling.records import RecordMetadata
-from grainlite.sampling.samplers import IndexSampler, Sampler, SequentialSampler
+from grainlite.sampling.samplers import Sampler
+from grainlite.sampling.sequential_sampler import SequentialSampler
 from grainlite.sampling.sharding import NoSharding, ShardOptions, even_split
 
 absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18 reads absl flags; they must count as parsed

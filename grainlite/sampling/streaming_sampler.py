@@ -17,11 +17,11 @@ import numpy as np
 from grainlite.checks import int_option
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.sampling.samplers import (
-    _EPOCHS_FIX,
-    _check_num_records,
-    _check_shard_options,
-    _KeyedSampler,
-    _seed_type_error,
+    EPOCHS_FIX,
+    KeyedSampler,
+    check_num_records,
+    check_shard_options,
+    seed_type_error,
 )
 from grainlite.sampling.sharding import NoSharding, ShardOptions
 from grainlite.sampling.streaming import StreamingOrder, shard_ends, shards_text
@@ -29,7 +29,7 @@ from grainlite.sampling.streaming import StreamingOrder, shard_ends, shards_text
 _NO_SHARDING = NoSharding()
 
 
-class StreamingSampler(_KeyedSampler):
+class StreamingSampler(KeyedSampler):
     """Shards shuffled, then records shuffled within windows of ``window_shards`` shards.
 
     For data far larger than the local cache: at any time the records read come from the
@@ -66,8 +66,8 @@ class StreamingSampler(_KeyedSampler):
         partitions: int | None = None,
     ) -> None:
         owner = "StreamingSampler"
-        self._num_records = _check_num_records(owner, num_records)
-        self._shard_options = _check_shard_options(owner, shard_options)
+        self._num_records = check_num_records(owner, num_records)
+        self._shard_options = check_shard_options(owner, shard_options)
         ends = shard_ends(owner, self._num_records, shard_sizes, records_per_shard)
         self._shards = shards_text(ends, records_per_shard)
         window = int_option(
@@ -83,11 +83,11 @@ class StreamingSampler(_KeyedSampler):
                 num_epochs,
                 1,
                 wrong_type=f"{owner}: num_epochs must be an int or None, got {{type}} {{value}}; "
-                f"pass {_EPOCHS_FIX}",
-                too_small=f"{owner}: num_epochs must be >= 1, got {{value}}; pass {_EPOCHS_FIX}",
+                f"pass {EPOCHS_FIX}",
+                too_small=f"{owner}: num_epochs must be >= 1, got {{value}}; pass {EPOCHS_FIX}",
             )
         if not isinstance(seed, int) or isinstance(seed, bool):
-            raise _seed_type_error(seed, "an int in [0, 2**32 - 1]")
+            raise seed_type_error(seed, "an int in [0, 2**32 - 1]")
         if seed < 0 or seed.bit_length() > 32:
             raise GrainliteValueError(
                 f"{owner}: seed must be an int in [0, 2**32 - 1], got {seed}; pass e.g. "

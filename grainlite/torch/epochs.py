@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.sampling.index_sampler import IndexSampler
 from grainlite.sampling.records import RecordMetadata
 from grainlite.sampling.rng import record_rng
-from grainlite.sampling.samplers import IndexSampler
 from grainlite.sampling.sharding import ShardOptions, even_split
 
 # Operations whose output count depends on the data.

@@ -22,7 +22,7 @@ from grainlite.loader.arguments import (
     resolve_worker_count,
 )
 from grainlite.options import ReadOptions
-from grainlite.sampling.samplers import IndexSampler
+from grainlite.sampling.index_sampler import IndexSampler
 from grainlite.sampling.sharding import NoSharding, ShardOptions
 from grainlite.torch import state as state_dict_codec
 from grainlite.torch.options import check_options, warn_if_cannot_pin

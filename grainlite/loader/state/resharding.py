@@ -49,7 +49,7 @@ from grainlite.loader.state.saved_state import SavedState
 from grainlite.loader.state.streams import old_streams, undelivered
 from grainlite.loader.state.worker_state import bad, position_of
 from grainlite.sampling import foreign
-from grainlite.sampling.samplers import IndexSampler
+from grainlite.sampling.index_sampler import IndexSampler
 from grainlite.sampling.sharding import NoSharding, block_length
 
 _REPR = re.compile(
