@@ -34,7 +34,6 @@ from grainlite.sources.array_record_files import (
     as_entries,
     check_reader_options,
     corrupted_record_error,
-    open_reader,
     portable_repr,
     resolve,
 )
@@ -137,50 +136,15 @@ class ArrayRecordDataSource:
     def __len__(self) -> int:
         return self._len
 
-    def _reader(self, index: int) -> Any:
+    def _process_readers(self) -> ProcessReaders:
+        """This process's readers (new ones after a fork: the parent's are not ours to use)."""
         state = self._state
-        if state.pid != os.getpid():  # Forked: the parent's readers are not ours to use.
+        if state.pid != os.getpid():
             state = self._state = ProcessReaders(len(self._files))
-        reader = state.readers[index]
-        if reader is None:
-            # A remote file's open may wait for room in the cache, letting this process's idle
-            # readers go meanwhile (under state.lock): it holds only its file's lock.
-            if self._files[index].blob is None:
-                with state.lock:
-                    reader = state.readers[index]
-                    if reader is None:
-                        reader = state.readers[index] = open_reader(
-                            self._files[index].path, self._options
-                        )
-                return reader
-            with state.opening[index]:
-                reader = state.readers[index]
-                if reader is None:
-                    reader = self._open_reader(state, index)
-                    with state.lock:
-                        state.readers[index] = reader
-        return reader
+        return state
 
-    def _open_reader(self, state: ProcessReaders, index: int) -> Any:
-        """A reader of remote file ``index`` on its cached block (fetched first if needed), held
-        while the reader is open."""
-        file = self._files[index]
-        assert self._cache is not None and file.blob is not None
-        if not state.hinted:  # no read-ahead hint came first: fetch every file, in key order
-            state.hinted = True
-            for other in self._files:
-                if other.blob is not None:
-                    self._cache.fetch_ahead(other.blob)
-        state.watch(self._cache)
-        pin = self._cache.acquire(file.blob, on_wait=state.let_idle_go)
-        try:
-            reader = open_reader(str(pin.path), self._options, name=file.path)
-        except BaseException:
-            pin.release()
-            raise
-        with state.lock:
-            state.pins[index] = pin
-        return reader
+    def _reader(self, index: int) -> Any:
+        return self._process_readers().reader(index, self._files, self._options, self._cache)
 
     @contextlib.contextmanager
     def _using(self, index: int) -> Iterator[None]:
@@ -188,16 +152,8 @@ class ArrayRecordDataSource:
         if self._files[index].blob is None:
             yield
             return
-        state = self._state
-        if state.pid != os.getpid():
-            state = self._state = ProcessReaders(len(self._files))
-        with state.lock:
-            state.busy[index] += 1
-        try:
+        with self._process_readers().busy_while(index):
             yield
-        finally:
-            with state.lock:
-                state.busy[index] -= 1
 
     @property
     def takes_key_hints(self) -> bool:
@@ -215,9 +171,7 @@ class ArrayRecordDataSource:
         array = np.asarray(keys, dtype=np.int64).reshape(-1)
         if array.size == 0:
             return
-        state = self._state
-        if state.pid != os.getpid():
-            state = self._state = ProcessReaders(len(self._files))
+        state = self._process_readers()
         state.hinted = True
         array = array[(array >= 0) & (array < self._len)]
         file_of = np.searchsorted(self._ends_array, array, side="right")
@@ -356,13 +310,7 @@ class ArrayRecordDataSource:
     def close(self) -> None:
         """Closes the readers this process opened; a later read opens them again."""
         state, self._state = self._state, ProcessReaders(len(self._files))
-        if state.pid == os.getpid():
-            for reader in state.readers:
-                if reader is not None:
-                    reader.close()
-            for pin in state.pins:
-                if pin is not None:
-                    pin.release()
+        state.close()
 
     def __enter__(self) -> ArrayRecordDataSource:
         return self

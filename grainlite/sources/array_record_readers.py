@@ -1,19 +1,25 @@
-"""The ArrayRecord readers one process of an ``ArrayRecordDataSource`` opened.
+"""The readers one process of an ``ArrayRecordDataSource`` opens, and how it opens them.
 
 Readers are never pickled or shared across a fork: a process that finds readers opened by
-another pid opens its own. A remote file's reader reads its cached block (see
-:mod:`grainlite.sources.remote.cache`), held by a pin while the reader is open; reads in flight
-are counted per file, so that a process lets its idle blocks go when another process of the host
-waits for room in the cache.
+another pid opens its own. Each opens at its file's first read in the process, a local file's
+directly. A remote file's reader reads its cached block (see
+:mod:`grainlite.sources.remote.cache`), fetched first if needed and held by a pin while the reader
+is open; reads in flight are counted per file, so that a process lets its idle blocks go when
+another process of the host waits for room in the cache. Kept apart from the source so that its
+module is about keys and reads, this one about the lifetime of readers and cached blocks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 import weakref
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+from grainlite.sources.array_record_files import File, open_reader
 
 _PRESSURE_CHECK_S = 0.2  # how often a remote source looks whether another process waits for room
 
@@ -34,6 +40,69 @@ class ProcessReaders:
         self.busy = [0] * count
         self.hinted = False
         self.watching = False
+
+    def reader(self, index: int, files: Sequence[File], options: str, cache: Any) -> Any:
+        """The reader of file ``index`` of ``files``, opened with ``options`` at its first use
+        (a remote file's on its block in ``cache``)."""
+        reader = self.readers[index]
+        if reader is None:
+            # A remote file's open may wait for room in the cache, letting this process's idle
+            # readers go meanwhile (under self.lock): it holds only its file's lock.
+            if files[index].blob is None:
+                with self.lock:
+                    reader = self.readers[index]
+                    if reader is None:
+                        reader = self.readers[index] = open_reader(files[index].path, options)
+                return reader
+            with self.opening[index]:
+                reader = self.readers[index]
+                if reader is None:
+                    reader = self._open_remote(index, files, options, cache)
+                    with self.lock:
+                        self.readers[index] = reader
+        return reader
+
+    def _open_remote(self, index: int, files: Sequence[File], options: str, cache: Any) -> Any:
+        """A reader of remote file ``index`` on its cached block (fetched first if needed), held
+        while the reader is open."""
+        file = files[index]
+        assert cache is not None and file.blob is not None
+        if not self.hinted:  # no read-ahead hint came first: fetch every file, in key order
+            self.hinted = True
+            for other in files:
+                if other.blob is not None:
+                    cache.fetch_ahead(other.blob)
+        self.watch(cache)
+        pin = cache.acquire(file.blob, on_wait=self.let_idle_go)
+        try:
+            reader = open_reader(str(pin.path), options, name=file.path)
+        except BaseException:
+            pin.release()
+            raise
+        with self.lock:
+            self.pins[index] = pin
+        return reader
+
+    @contextlib.contextmanager
+    def busy_while(self, index: int) -> Iterator[None]:
+        """Counts file ``index`` busy while the block runs, so that its block is not let go."""
+        with self.lock:
+            self.busy[index] += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.busy[index] -= 1
+
+    def close(self) -> None:
+        """Closes these readers and releases their blocks, in the process that opened them."""
+        if self.pid == os.getpid():
+            for reader in self.readers:
+                if reader is not None:
+                    reader.close()
+            for pin in self.pins:
+                if pin is not None:
+                    pin.release()
 
     def let_idle_go(self) -> None:
         """Closes the readers of remote files that no read uses now, letting their cached blocks
