@@ -126,7 +126,7 @@ def rebatch_spec(ds: Any) -> Any:
 
 def batch_spec(ds: Any) -> Any:
     """``batch``'s: a first axis added, or a custom ``batch_fn``'s ``output_spec``."""
-    from grainlite.dataset.batch import stack
+    from grainlite.dataset.batch_arguments import stack
 
     parent_spec = get_element_spec(ds.parents[0])
     batch_fn = ds._batch_fn

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from grainlite.dataset.node_base import _Dataset, _declared_by_grainlite
 
 if TYPE_CHECKING:
-    from grainlite.dataset.batch import BatchMapDataset
     from grainlite.dataset.dataset_iterator import DatasetIterator
+    from grainlite.dataset.map_batch import BatchMapDataset
     from grainlite.dataset.map_dataset import MapDataset
 
 T = TypeVar("T")
@@ -92,7 +92,7 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
         batch_fn: Callable[[Sequence[T]], S] | None = None,
     ) -> IterDataset:
         """Groups consecutive elements into batches (numpy arrays stacked leaf by leaf)."""
-        from grainlite.dataset.batch import BatchIterDataset
+        from grainlite.dataset.iter_batch import BatchIterDataset
 
         return BatchIterDataset(self, batch_size, drop_remainder=drop_remainder, batch_fn=batch_fn)
 

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, overload
 from grainlite.dataset.node_base import _Dataset, _declared_by_grainlite
 
 if TYPE_CHECKING:
-    from grainlite.dataset.batch import BatchMapDataset
     from grainlite.dataset.dataset_iterator import DatasetIterator
     from grainlite.dataset.iter_dataset import IterDataset
+    from grainlite.dataset.map_batch import BatchMapDataset
 
 T = TypeVar("T")
 S = TypeVar("S")
@@ -161,7 +161,7 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
         batch_fn: Callable[[Sequence[T]], S] | None = None,
     ) -> MapDataset:
         """Groups consecutive elements into batches (numpy arrays stacked leaf by leaf)."""
-        from grainlite.dataset.batch import BatchMapDataset
+        from grainlite.dataset.map_batch import BatchMapDataset
 
         return BatchMapDataset(self, batch_size, drop_remainder=drop_remainder, batch_fn=batch_fn)
 

@@ -31,7 +31,7 @@ from grainlite.dataset.map_dataset import MapDataset, map_lineage
 from grainlite.errors import GrainliteValueError, shown
 
 if TYPE_CHECKING:
-    from grainlite.dataset.batch import BatchMapDataset
+    from grainlite.dataset.map_batch import BatchMapDataset
 
 _INT64_SAFE = 2**62
 

@@ -20,7 +20,7 @@ from grainlite.errors import GrainliteTypeError
 from grainlite.options import ReadOptions
 
 if TYPE_CHECKING:
-    from grainlite.dataset.batch import BatchMapDataset
+    from grainlite.dataset.map_batch import BatchMapDataset
 
 
 def _check_read_options(read_options: Any) -> Any:

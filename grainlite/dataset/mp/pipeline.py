@@ -281,12 +281,12 @@ class _RowsLater:
 def _stack_later(values: list[Any]) -> Any:
     """The worker's ``batch_fn`` for a default ``MapDataset.batch`` right under the reader: a
     :class:`_RowsLater` where rows take the elements, else the stacked batch (errors included)."""
-    from grainlite.dataset import batch as batching
+    from grainlite.dataset.batch_arguments import stack
 
     rows = BatchRows.layout(values[0]) if values else None
     if rows is not None and rows.takes_all(values[1:]):
         return _RowsLater(rows, list(values))
-    return batching.stack(values)
+    return stack(values)
 
 
 def _fill_rows_in_shared_memory(dataset: IterDataset, allocate: Callable[..., Any]) -> None:
@@ -296,9 +296,9 @@ def _fill_rows_in_shared_memory(dataset: IterDataset, allocate: Callable[..., An
     element into its row as it is made, so the worker never holds the batch's elements; one
     read in a block ahead (reader threads, or a block read again after an error) is a
     :class:`_RowsLater`, its rows filled when it is sent."""
-    from grainlite.dataset import batch as batching
+    from grainlite.dataset.batch_arguments import stack
 
     node = dataset.map_batch_read_last()
     if node is not None:
-        fill = functools.partial(batch_as_they_come, allocate=allocate, stack=batching.stack)
+        fill = functools.partial(batch_as_they_come, allocate=allocate, stack=stack)
         node.stack_with(_stack_later, fill)
