@@ -111,7 +111,7 @@ a 16-byte record takes 64 bytes, so 4 MiB holds 65,536 of them."""
 @dataclass(frozen=True, slots=True)
 class ReadPolicy:
     """When reads leave the consuming thread for ``ReadOptions``' reader threads: the one rule of
-    the DataLoader's reader (:mod:`grainlite.loader.reader`), the Dataset API's block reader
+    the DataLoader's reader (:mod:`grainlite.loader.record_reader`), the Dataset API's block reader
     (:mod:`grainlite.dataset.read_ahead`) and the stats diagnosis (:mod:`grainlite.stats`).
 
     Reader threads pay off only where reads are slow (network, cold disks) *and* a large part of

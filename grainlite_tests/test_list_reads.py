@@ -16,7 +16,7 @@ from array_record.python import array_record_module
 import grainlite as grain
 from grainlite.dataset import read_ahead
 from grainlite.errors import CorruptedDataError
-from grainlite.loader import reader as reader_module
+from grainlite.loader import record_reader
 from grainlite.options import READ_POLICY
 from grainlite.sources import list_reads
 from grainlite.sources.array_record import ArrayRecordDataSource
@@ -39,7 +39,7 @@ def write(path: pathlib.Path, records: list[bytes]) -> str:
 def spare_cpu(monkeypatch):
     """A spare CPU for both APIs' readers, as on any machine with two or more (list reads need
     one), whatever CPUs the test runs on."""
-    monkeypatch.setattr(reader_module, "usable_cpu_count", lambda: 4)
+    monkeypatch.setattr(record_reader, "usable_cpu_count", lambda: 4)
     monkeypatch.setattr(read_ahead, "usable_cpu_count", lambda: 4)
 
 

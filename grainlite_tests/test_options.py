@@ -14,7 +14,7 @@ import pytest
 import grainlite as grain
 from grainlite.dataset import read_ahead
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
-from grainlite.loader import reader
+from grainlite.loader import record_reader
 from grainlite.options import READ_POLICY, ReadPolicy
 
 absl.flags.FLAGS.mark_as_parsed()  # grain 0.2.18 reads absl flags; they must count as parsed
@@ -206,7 +206,7 @@ def test_both_apis_move_reads_to_threads_by_the_one_read_policy(monkeypatch):
     consumer = {threading.current_thread().name}
     assert readers() == (consumer, consumer)  # cheap reads: no thread, by the policy
     every_read_is_slow = ReadPolicy(slow_read_s=0.0, read_share=0.0)
-    monkeypatch.setattr(reader, "READ_POLICY", every_read_is_slow)
+    monkeypatch.setattr(record_reader, "READ_POLICY", every_read_is_slow)
     monkeypatch.setattr(read_ahead, "READ_POLICY", every_read_is_slow)
     by_loader, by_dataset = readers()
     assert any(name.startswith("grainlite-reader") for name in by_loader), by_loader

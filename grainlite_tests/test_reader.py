@@ -10,8 +10,8 @@ import pytest
 
 import grainlite as grain
 from grainlite.cpus import cpu_wait_s as kernel_cpu_wait_s
-from grainlite.loader import reader as reader_module
-from grainlite.loader.reader import RecordReader
+from grainlite.loader import chunk_reads, record_reader
+from grainlite.loader.record_reader import RecordReader
 from grainlite.loader.striding import WorkerSlice
 from grainlite_tests.support.preempted_reads import PreemptedReads
 
@@ -65,8 +65,8 @@ def test_cheap_reads_slowed_by_other_processes_stay_in_the_consuming_thread(monk
     source = PreemptedReads(
         1500, cpu_s=2e-6, lost_s=100e-6, scale=3
     )  # 2 µs of work, 100 µs preempted
-    monkeypatch.setattr(reader_module, "cpu_wait_s", lambda: source.waited + kernel_cpu_wait_s())
-    monkeypatch.setattr(reader_module, "usable_cpu_count", lambda: 8)
+    monkeypatch.setattr(record_reader, "cpu_wait_s", lambda: source.waited + kernel_cpu_wait_s())
+    monkeypatch.setattr(record_reader, "usable_cpu_count", lambda: 8)
     got = _elements(source, grain.ReadOptions(num_threads=4, prefetch_buffer_size=64))
     assert sorted(got) == [3 * k for k in range(1500)]
     assert source.readers == {threading.current_thread().name}
@@ -75,7 +75,7 @@ def test_cheap_reads_slowed_by_other_processes_stay_in_the_consuming_thread(monk
 @pytest.mark.parametrize(("cpus", "most"), [(1, 0), (3, 2)], ids=["no spare cpu", "two spare"])
 def test_cpu_bound_reads_use_at_most_the_spare_cpus(monkeypatch, cpus, most):
     source = PreemptedReads(1500, cpu_s=100e-6, scale=3)
-    monkeypatch.setattr(reader_module, "usable_cpu_count", lambda: cpus)
+    monkeypatch.setattr(record_reader, "usable_cpu_count", lambda: cpus)
     got = _elements(source, grain.ReadOptions(num_threads=8, prefetch_buffer_size=64))
     assert got == _elements(SlowSource(1500), grain.ReadOptions(num_threads=0))
     reader_threads = source.readers - {threading.current_thread().name}
@@ -85,7 +85,7 @@ def test_cpu_bound_reads_use_at_most_the_spare_cpus(monkeypatch, cpus, most):
 
 def test_cpu_bound_reads_in_a_worker_get_only_its_share_of_the_spare_cpus(monkeypatch):
     source = PreemptedReads(1500, cpu_s=100e-6, scale=3)
-    monkeypatch.setattr(reader_module, "usable_cpu_count", lambda: 4)
+    monkeypatch.setattr(record_reader, "usable_cpu_count", lambda: 4)
     sampler = grain.IndexSampler(1500, grain.NoSharding(), num_epochs=1, seed=3)
     worker = WorkerSlice.of(sampler, shard_index=0, shard_count=1, worker=0, workers=1)
     options = grain.ReadOptions(num_threads=8, prefetch_buffer_size=64)
@@ -156,7 +156,7 @@ class KeyEcho:
 def test_keys_and_seeds_computed_ahead_in_blocks_match_the_sampler_at_every_position(
     threads, start
 ):
-    # 20_011 records over 2 workers: each reads past two key blocks (reader._KEY_BLOCK),
+    # 20_011 records over 2 workers: each reads past two key blocks (chunk_reads._KEY_BLOCK),
     # from a start inside one, and with threads several chunks are read at once.
     sampler = grain.IndexSampler(20_011, grain.NoSharding(), shuffle=True, num_epochs=1, seed=9)
     worker = WorkerSlice.of(sampler, shard_index=0, shard_count=1, worker=1, workers=2)
@@ -173,7 +173,7 @@ def test_keys_and_seeds_computed_ahead_in_blocks_match_the_sampler_at_every_posi
     assert [seed for seeds, _ in chunks for seed in seeds] == [
         worker.index(m) + 9 for m in positions
     ]
-    assert len(positions) > 2 * reader_module._KEY_BLOCK or start > 0
+    assert len(positions) > 2 * chunk_reads._KEY_BLOCK or start > 0
 
 
 def _seeds_and_records(rngs: bool) -> tuple[list, list]:

@@ -1,15 +1,16 @@
 """Reading a ``MapDataset`` in order, block by block, in this thread or read ahead by threads.
 
 :class:`BlockReader` hands out consecutive blocks of ``getitems(indices)`` from ``start`` to
-``stop``. Like the DataLoader's reader (:mod:`grainlite.loader.reader`) it starts in the consuming
-thread with blocks sized by how long they take to read (the first element comes quickly), timing
-the reads and the consumer's work between them; it moves to ``ReadOptions.num_threads`` threads
-(at most ``prefetch_buffer_size`` elements ahead, handed over in order) only where
-:data:`~grainlite.options.READ_POLICY` says so (the DataLoader's rule: more than 20 µs per element
-and more than a quarter of the time), or at once, before the first block is returned, when that
-block took more than ``_EAGER_READ_S`` per element (storage, network): those threads read ahead up
-to ``prefetch_buffer_size`` elements while the consumer works or waits (as Grain's), and hand
-reading back to the consuming thread if their first blocks prove cheap or CPU-bound.
+``stop``. Like the DataLoader's reader (:mod:`grainlite.loader.record_reader`) it starts in the
+consuming thread with blocks sized by how long they take to read (the first element comes
+quickly), timing the reads and the consumer's work between them; it moves to
+``ReadOptions.num_threads`` threads (at most ``prefetch_buffer_size`` elements ahead, handed over in
+order) only where :data:`~grainlite.options.READ_POLICY` says so (the DataLoader's rule: more than
+20 µs per element and more than a quarter of the time), or at once, before the first block is
+returned, when that block took more than ``_EAGER_READ_S`` per element (storage, network): those
+threads read ahead up to ``prefetch_buffer_size`` elements while the consumer works or waits (as
+Grain's), and hand reading back to the consuming thread if their first blocks prove cheap or
+CPU-bound.
 Threads cost more than they save where reads are cheap (memory, a list, numpy arithmetic) and,
 the interpreter lock being one, where reads are Python work. Where reads keep a CPU busy (they
 decode or transform rather than wait for storage: their CPU time is most of their wall time),

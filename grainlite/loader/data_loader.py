@@ -29,8 +29,8 @@ from grainlite.loader.arguments import (
     resolve_shard_options,
     resolve_worker_count,
 )
+from grainlite.loader.chunk_reads import hint_first_keys
 from grainlite.loader.pipeline import Pipeline
-from grainlite.loader.reader import hint_first_keys
 from grainlite.loader.state import elastic
 from grainlite.loader.state.encoding import dump
 from grainlite.loader.state.layout import Layout

@@ -21,7 +21,7 @@ from typing import Any
 from grainlite.engine.failures import FailedElement
 from grainlite.engine.packed_records import PicklesRecordsPacked
 from grainlite.engine.pipeline import PipelineBase
-from grainlite.loader.reader import RecordReader
+from grainlite.loader.record_reader import RecordReader
 from grainlite.loader.runs import MappedRuns
 from grainlite.loader.stages import Allocator, Held, Steps, build_chain, initial_state
 from grainlite.loader.state.worker_state import (

@@ -17,7 +17,7 @@ from typing import Any
 
 from grainlite.engine.position import IteratorPosition
 from grainlite.errors import GrainliteValueError
-from grainlite.loader.reader import RecordReader
+from grainlite.loader.record_reader import RecordReader
 from grainlite.loader.stages import build_chain
 from grainlite.loader.state import holes_field as pending_field
 from grainlite.loader.state.decoding import worker_states
