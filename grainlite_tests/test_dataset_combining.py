@@ -15,7 +15,7 @@ import pytest
 
 from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.map_dataset import MapDataset
-from grainlite.dataset.mix import MixSelection, integer_proportions
+from grainlite.dataset.mix_selection import MixSelection, integer_proportions
 from grainlite.transforms.selection import DatasetSelectionMap
 from grainlite_tests.support.contracts import assert_dataset_resumes_at_every_step, run_with_states
 

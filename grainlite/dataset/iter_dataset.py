@@ -80,7 +80,7 @@ class IterDataset(_Dataset, Generic[T], abc.ABC):
         weights: Sequence[float] | Mapping[str, float] | None = None,
     ) -> IterDataset:
         """Interleaves ``datasets`` in proportion to ``weights``, until one of them ends."""
-        from grainlite.dataset.mix import MixedIterDataset
+        from grainlite.dataset.mixed_datasets import MixedIterDataset
 
         return MixedIterDataset(datasets, weights)
 

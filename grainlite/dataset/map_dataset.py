@@ -134,7 +134,7 @@ class MapDataset(_Dataset, Generic[T], abc.ABC):
     @staticmethod
     def mix(datasets: Sequence[MapDataset], weights: Sequence[float] | None = None) -> MapDataset:
         """Interleaves ``datasets`` in proportion to ``weights`` (equal by default)."""
-        from grainlite.dataset.mix import MixedMapDataset
+        from grainlite.dataset.mixed_datasets import MixedMapDataset
 
         return MixedMapDataset(datasets, weights)
 

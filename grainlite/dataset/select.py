@@ -9,8 +9,8 @@ The rules, learned by running Grain 0.2.18:
 * ``MapDataset.select_from_datasets(datasets, selection_map)`` has ``len(selection_map)``
   elements; ``ds[i]`` reads ``datasets[k][j]`` for ``(k, j) = selection_map[i]``, with ``i``
   passed to the map unchanged (the map decides what indices past its length mean).
-* ``MapDataset.mix`` lives in :mod:`grainlite.dataset.mix`; it checks and reads its inputs with
-  :func:`check_map_datasets` and :func:`gather` from here.
+* ``MapDataset.mix`` lives in :mod:`grainlite.dataset.mixed_datasets`; it checks and reads its
+  inputs with :func:`check_map_datasets` and :func:`gather` from here.
 
 Blocks of indices go through one ``_getitems`` call per input.
 """
