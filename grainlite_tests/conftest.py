@@ -146,7 +146,7 @@ def module_leaves_no_ray():
     fail_on_ray_leftovers(*ray_leftovers(before), "this test module")
 
 
-# What a worker's pipeline declares about its process (grainlite.dataset.read_ahead.share_cpus,
+# What a worker's pipeline declares about its process (grainlite.dataset.reading_process.share_cpus,
 # stream_blocks) when a test runs one here: module state that would outlive the test.
 _WORKER_DECLARATIONS = ("_cpus_for_reads", "_read_ahead_bytes", "_streaming", "_workers_sharing")
 
@@ -156,12 +156,12 @@ def starts_as_a_training_process():
     """Each test runs as the training process, whatever a test before it ran here as a worker:
     a worker's share of the CPUs (or its worker count) left behind would turn reader threads or
     list reads off in the tests after it."""
-    from grainlite.dataset import read_ahead
+    from grainlite.dataset import reading_process
 
-    saved = {name: getattr(read_ahead, name) for name in _WORKER_DECLARATIONS}
+    saved = {name: getattr(reading_process, name) for name in _WORKER_DECLARATIONS}
     yield
     for name, value in saved.items():
-        setattr(read_ahead, name, value)
+        setattr(reading_process, name, value)
 
 
 @pytest.fixture(autouse=True)

@@ -319,11 +319,11 @@ def odd_one_at_seven(x: int) -> dict[str, Any]:
 def as_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Undoes, after the test, what ``DatasetPipeline.iterate`` declares about this process
     when a test runs it here, as in a worker (its share of the CPUs, streamed blocks)."""
-    from grainlite.dataset import read_ahead
+    from grainlite.dataset import reading_process
 
-    monkeypatch.setattr(read_ahead, "_cpus_for_reads", read_ahead._cpus_for_reads)
-    monkeypatch.setattr(read_ahead, "_workers_sharing", read_ahead._workers_sharing)
-    monkeypatch.setattr(read_ahead, "_streaming", read_ahead._streaming)
+    monkeypatch.setattr(reading_process, "_cpus_for_reads", reading_process._cpus_for_reads)
+    monkeypatch.setattr(reading_process, "_workers_sharing", reading_process._workers_sharing)
+    monkeypatch.setattr(reading_process, "_streaming", reading_process._streaming)
 
 
 @pytest.mark.usefixtures("as_a_worker")

@@ -16,7 +16,7 @@ import pytest
 
 import grainlite as grain
 from grainlite.cpus import cpu_wait_s as kernel_cpu_wait_s
-from grainlite.dataset import read_ahead
+from grainlite.dataset import read_ahead, reading_process
 from grainlite_tests.support.preempted_reads import PreemptedReads
 
 # cpu_timing: the policy under test times this process's reads (scripts/check runs it alone).
@@ -50,18 +50,18 @@ def _read(source: Any, count: int, threads: int) -> None:
 @pytest.fixture
 def cpus(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Sets how many CPUs this process may use, and restores the process's CPU share after."""
-    monkeypatch.setattr(read_ahead, "_cpus_for_reads", None)
-    monkeypatch.setattr(read_ahead, "_read_ahead_bytes", read_ahead._READ_AHEAD_BYTES)
+    monkeypatch.setattr(reading_process, "_cpus_for_reads", None)
+    monkeypatch.setattr(reading_process, "_read_ahead_bytes", reading_process._READ_AHEAD_BYTES)
 
     def set_cpus(count: int) -> None:
-        monkeypatch.setattr(read_ahead, "usable_cpu_count", lambda: count)
+        monkeypatch.setattr(reading_process, "usable_cpu_count", lambda: count)
 
     return set_cpus
 
 
 def test_cpu_bound_reads_in_an_mp_prefetch_worker_stay_in_the_consuming_thread(cpus):
     cpus(4)
-    read_ahead.share_cpus(4)  # what each of 4 mp_prefetch workers declares
+    reading_process.share_cpus(4)  # what each of 4 mp_prefetch workers declares
     source = PreemptedReads(700, cpu_s=100e-6)  # a 100 µs decode
     _read(source, 700, threads=8)
     assert source.readers == {threading.current_thread().name}
@@ -90,7 +90,7 @@ def test_large_elements_are_read_at_most_about_64_mib_ahead(cpus):
 
 def test_reads_slowed_by_other_processes_still_count_as_cpu_bound(cpus, monkeypatch):
     cpus(4)
-    read_ahead.share_cpus(4)  # as in an mp_prefetch worker: no spare CPU for reader threads
+    reading_process.share_cpus(4)  # as in an mp_prefetch worker: no spare CPU for reader threads
     source = PreemptedReads(700, cpu_s=50e-6, lost_s=150e-6)
     monkeypatch.setattr(read_ahead, "cpu_wait_s", lambda: source.waited + kernel_cpu_wait_s())
     _read(source, 700, threads=8)
@@ -192,7 +192,7 @@ def test_reads_that_prove_cheap_after_a_slow_first_read_move_back_and_resume_exa
 
 def test_an_mp_prefetch_worker_reads_ahead_at_most_its_share_of_64_mib(cpus):
     cpus(8)
-    read_ahead.share_cpus(4)  # one of 4 workers: 16 MiB of read-ahead
+    reading_process.share_cpus(4)  # one of 4 workers: 16 MiB of read-ahead
     source = LargeSlowReads(200)
     options = grain.ReadOptions(num_threads=4, prefetch_buffer_size=500)
     ahead = []

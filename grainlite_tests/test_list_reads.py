@@ -14,7 +14,7 @@ import pytest
 from array_record.python import array_record_module
 
 import grainlite as grain
-from grainlite.dataset import read_ahead
+from grainlite.dataset import reading_process
 from grainlite.errors import CorruptedDataError
 from grainlite.loader import record_reader
 from grainlite.options import READ_POLICY
@@ -40,7 +40,7 @@ def spare_cpu(monkeypatch):
     """A spare CPU for both APIs' readers, as on any machine with two or more (list reads need
     one), whatever CPUs the test runs on."""
     monkeypatch.setattr(record_reader, "usable_cpu_count", lambda: 4)
-    monkeypatch.setattr(read_ahead, "usable_cpu_count", lambda: 4)
+    monkeypatch.setattr(reading_process, "usable_cpu_count", lambda: 4)
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import grainlite as grain
-from grainlite.dataset import read_ahead
+from grainlite.dataset import read_ahead, reading_process
 from grainlite.errors import GrainliteTypeError, GrainliteValueError
 from grainlite.loader import record_reader
 from grainlite.options import READ_POLICY, ReadPolicy
@@ -202,7 +202,7 @@ def test_both_apis_move_reads_to_threads_by_the_one_read_policy(monkeypatch):
             assert list(iterator) == list(range(3000))
         return loader_source.threads, dataset_source.threads
 
-    monkeypatch.setattr(read_ahead, "usable_cpu_count", lambda: 8)  # spare CPUs for threads
+    monkeypatch.setattr(reading_process, "usable_cpu_count", lambda: 8)  # spare CPUs for threads
     consumer = {threading.current_thread().name}
     assert readers() == (consumer, consumer)  # cheap reads: no thread, by the policy
     every_read_is_slow = ReadPolicy(slow_read_s=0.0, read_share=0.0)

@@ -36,12 +36,8 @@ from grainlite.dataset.key_hints import HintedRead, KeyHints, list_reads_for
 from grainlite.dataset.map import parent_stream
 from grainlite.dataset.map_chain_stats import map_chain_name, node_counts, timed_map_nodes
 from grainlite.dataset.options import FILTER_WINDOW, FilterRatioCheck
-from grainlite.dataset.read_ahead import (
-    BlockReader,
-    ElementReadError,
-    reading_processes,
-    spare_cpus,
-)
+from grainlite.dataset.read_ahead import BlockReader, ElementReadError
+from grainlite.dataset.reading_process import reading_processes, spare_cpus
 from grainlite.errors import GrainliteValueError, StateOutOfRangeError
 from grainlite.options import ReadOptions
 from grainlite.sources.list_reads import ListReads, activate

@@ -17,21 +17,22 @@ decode or transform rather than wait for storage: their CPU time is most of thei
 more threads than spare CPUs only fight over them: such reads get at most one thread per CPU this
 process may use beyond the consuming one (none if a single thread could only overlap a consumer
 that hardly works), and none inside an ``mp_prefetch`` worker, which is itself one of several
-processes sharing the CPUs (see :func:`share_cpus`). Reads that wait get
-``num_threads``. The elements in flight are also bounded by memory (:data:`_READ_AHEAD_BYTES`,
-shared by the ``mp_prefetch`` workers of a host), so large elements (a decoded batch of images,
-one a worker will fill into shared memory when it sends it included) are not read hundreds
-ahead. Which thread reads never
+processes sharing the CPUs (see :func:`~grainlite.dataset.reading_process.share_cpus`). Reads
+that wait get ``num_threads``. The elements in flight are also bounded by memory
+(:data:`~grainlite.dataset.reading_process._READ_AHEAD_BYTES`, shared by the ``mp_prefetch``
+workers of a host), so large elements (a decoded batch of images, one a worker will fill into
+shared memory when it sends it included) are not read hundreds ahead. Which thread reads never
 changes what is read or in which order.
 
 A local ArrayRecord source of small records may also be read ahead in big index-list reads by
 the iterator (:func:`grainlite.dataset.key_hints.list_reads_for`); the blocks here are served
 from them by the source node, and this reader knows nothing of it.
 
-In an ``mp_prefetch`` worker (:func:`stream_blocks`), a block read in the consuming thread is
-streamed: one read of the source as before, but its elements are made and handed out one at a
-time (a block of one each), timed as one block when its last element is out, so an element is
-sent before the next one is made and a transformation that hangs holds back none before it.
+In an ``mp_prefetch`` worker (:func:`~grainlite.dataset.reading_process.stream_blocks`), a
+block read in the consuming thread is streamed: one read of the source as before, but its
+elements are made and handed out one at a time (a block of one each), timed as one block when its
+last element is out, so an element is sent before the next one is made and a transformation that
+hangs holds back none before it.
 Blocks read by reader threads are handed over whole, as elsewhere.
 
 The reader threads are a :class:`~grainlite.dataset.daemon_pool.DaemonPool`; a failed read is
@@ -50,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.cpus import cpu_wait_s, usable_cpu_count
+from grainlite.cpus import cpu_wait_s
 from grainlite.dataset.block_reads import (
     ElementReadError,
     FailedBlock,
@@ -59,6 +60,7 @@ from grainlite.dataset.block_reads import (
     timed_read_block,
 )
 from grainlite.dataset.daemon_pool import DaemonPool
+from grainlite.dataset.reading_process import read_ahead_bytes, spare_cpus, streams_blocks
 from grainlite.options import READ_POLICY
 
 _FIRST_BLOCK = 1
@@ -74,49 +76,6 @@ _SHRINK_S = 0.05
 # then prove cheap (a slow first access that opened a file) or CPU-bound move back to the
 # consuming thread after READ_POLICY.samples threaded blocks, where the timed rule decides again.
 _EAGER_READ_S = 0.01
-# At most this many bytes of elements read ahead (and at least one block).
-_READ_AHEAD_BYTES = 64 << 20
-
-# The CPUs this process's reads may use; None: all it may use (see share_cpus).
-_cpus_for_reads: float | None = None
-_workers_sharing = 1  # the mp_prefetch workers this process is one of (share_cpus)
-# The bytes this process may read ahead (see share_cpus).
-_read_ahead_bytes = _READ_AHEAD_BYTES
-# Whether blocks read in the consuming thread hand out each element as it is made (in an
-# mp_prefetch worker: see stream_blocks).
-_streaming = False
-
-
-def stream_blocks() -> None:
-    """Declares this process an ``mp_prefetch`` worker: from now on, a block read in the
-    consuming thread is still one read of the source, but its elements are handed out one by
-    one as each is made (the transformations run element by element, through ``stream``), so
-    an element is sent before the next one is made: a transformation that hangs on one element
-    holds back none made before it, as Grain's element-by-element reads do."""
-    global _streaming
-    _streaming = True
-
-
-def share_cpus(workers: int) -> None:
-    """Declares this process one of ``workers`` processes sharing the CPUs and the memory (an
-    ``mp_prefetch`` worker): CPU-bound reads then use threads only for this process's share
-    beyond its own, and it reads ahead at most its share of :data:`_READ_AHEAD_BYTES`."""
-    global _cpus_for_reads, _read_ahead_bytes, _workers_sharing
-    _workers_sharing = max(1, workers)
-    _cpus_for_reads = usable_cpu_count() / max(1, workers)
-    _read_ahead_bytes = _READ_AHEAD_BYTES // max(1, workers)
-
-
-def reading_processes() -> int:
-    """The processes that read this stream: 1 in the training process, the worker count in an
-    ``mp_prefetch`` worker (:func:`share_cpus`)."""
-    return 1 if _cpus_for_reads is None else _workers_sharing
-
-
-def spare_cpus() -> int:
-    """CPUs beyond the consuming thread's that CPU-bound reader threads may use here."""
-    cpus = usable_cpu_count() if _cpus_for_reads is None else _cpus_for_reads
-    return max(0, int(cpus) - 1)
 
 
 def _nbytes(tree: Any) -> int:
@@ -144,7 +103,8 @@ class BlockReader:
         leave the consuming thread).
       stream: reads a list of indices as an iterator that makes each element when asked for
         (``transforms.parent_stream``); used for the blocks read in the consuming thread after
-        :func:`stream_blocks`, which are then handed out one element at a time.
+        :func:`~grainlite.dataset.reading_process.stream_blocks`, which are then handed out one
+        element at a time.
     """
 
     def __init__(
@@ -156,7 +116,7 @@ class BlockReader:
         stream: Callable[[Any], Iterator[Any]] | None = None,
     ) -> None:
         self._getitems = getitems
-        self._stream = stream if _streaming else None
+        self._stream = stream if streams_blocks() else None
         # The block being streamed: its iterator, the index of its next element, its end, the
         # read time of its elements so far (wall, CPU, waiting for a CPU) and its first element.
         self._open: Iterator[Any] | None = None
@@ -362,9 +322,9 @@ class BlockReader:
     def _start_threads(self, threads: int, whole_buffer: bool = False) -> None:
         """Moves reading to ``threads`` threads; blocks keep the size timing chose (so a block
         of costly elements stays small), with at most ``prefetch_buffer_size`` elements,
-        ``_READ_AHEAD_BYTES`` and two blocks per thread in flight (``whole_buffer``: as many
-        blocks as the first two bounds allow)."""
-        in_flight = min(self._buffer, _read_ahead_bytes // max(1, self._element_bytes))
+        :data:`~grainlite.dataset.reading_process._READ_AHEAD_BYTES` and two blocks per thread
+        in flight (``whole_buffer``: as many blocks as the first two bounds allow)."""
+        in_flight = min(self._buffer, read_ahead_bytes() // max(1, self._element_bytes))
         self._block = READ_POLICY.threaded_block(
             self._buffer, threads, at_most=min(self._size, in_flight)
         )

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.dataset import read_ahead
+from grainlite.dataset import reading_process
 from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.mp.slicing import slice_for_worker
 from grainlite.dataset.next_index import NoNextIndexError, get_next_index
@@ -191,8 +191,8 @@ class DatasetPipeline(PipelineBase):
         ``worker_init_fn``. ``stats`` (from :meth:`make_stats`) counts the worker's iterator.
         """
         if not self._started:
-            read_ahead.share_cpus(workers)
-            read_ahead.stream_blocks()  # each element sent as soon as it is made
+            reading_process.share_cpus(workers)
+            reading_process.stream_blocks()  # each element sent as soon as it is made
             slice_for_worker(self.dataset, worker, workers, self.sequential)
             self._started = True
             if allocate is not None:
@@ -292,7 +292,7 @@ def _stack_later(values: list[Any]) -> Any:
 def _fill_rows_in_shared_memory(dataset: IterDataset, allocate: Callable[..., Any]) -> None:
     """Makes the batch ``dataset`` reads last (:meth:`IterDataset.map_batch_read_last`), if any,
     fill its rows in the worker's shared memory: a batch streamed in the consuming thread
-    (:func:`~grainlite.dataset.read_ahead.stream_blocks`, the element being made) takes each
+    (:func:`~grainlite.dataset.reading_process.stream_blocks`, the element being made) takes each
     element into its row as it is made, so the worker never holds the batch's elements; one
     read in a block ahead (reader threads, or a block read again after an error) is a
     :class:`_RowsLater`, its rows filled when it is sent."""
