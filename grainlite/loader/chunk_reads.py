@@ -195,3 +195,27 @@ def hint_first_keys(sampler: Any, source: Any) -> None:
         prefetch(keys % length if length else keys)
     except Exception:  # a hint never fails a loader; the workers' reads tell the keys again
         return
+
+
+def copy_first_reads(pipeline: Any, workers: int, source: Any) -> None:
+    """Tells a remote source (``prefetch_first_reads``) the keys of the first worker's first
+    :attr:`~grainlite.options.ReadPolicy.first_copy_records` positions, before the workers
+    start: it fetches just those records by range, so the first batch (the first worker's) does
+    not wait for every whole file. Advisory, as every hint: a sampler that cannot say its keys
+    cheaply gives none, and a failure is left for the reads."""
+    prefetch = getattr(source, "prefetch_first_reads", None)
+    record_keys = getattr(pipeline.sampler, "record_keys", None)
+    count = READ_POLICY.first_copy_records
+    if prefetch is None or record_keys is None or count <= 0:
+        return
+    if not getattr(source, "takes_key_hints", False):
+        return
+    try:
+        worker = pipeline.worker_slice(0, workers)
+        last = worker.positions()
+        stop = count if last is None else min(count, last)
+        keys = np.asarray(record_keys(worker.indices(0, stop)), dtype=np.int64)
+        length = len(source)
+        prefetch(keys % length if length else keys)
+    except Exception:  # a hint never fails a loader
+        return

@@ -29,7 +29,7 @@ from grainlite.loader.arguments import (
     resolve_shard_options,
     resolve_worker_count,
 )
-from grainlite.loader.chunk_reads import hint_first_keys
+from grainlite.loader.chunk_reads import copy_first_reads, hint_first_keys
 from grainlite.loader.pipeline import Pipeline
 from grainlite.loader.state import elastic
 from grainlite.loader.state.encoding import dump
@@ -166,6 +166,7 @@ class DataLoader:
         """
         iterator = DataLoaderIterator(self)
         if self._layout.worker_count > 0:
+            copy_first_reads(self._pipeline, self._layout.worker_count, self._data_source)
             iterator._start_early()
             hint_first_keys(self._sampler, self._data_source)
         return iterator

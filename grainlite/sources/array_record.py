@@ -34,6 +34,7 @@ from grainlite.sources.array_record_files import (
     as_entries,
     check_reader_options,
     corrupted_record_error,
+    open_reader,
     portable_repr,
     resolve,
 )
@@ -113,6 +114,7 @@ class ArrayRecordDataSource:
             self._repr = f"ArrayRecordDataSource(hash_of_paths={digest.hexdigest()})"
         else:  # no bucket or host in it: the same files read from local copies validate too
             self._repr = self._portable
+        self._first: Any = None  # the first copies a pickling process shared (workers only)
         self._state = ProcessReaders(len(self._files))
         self._state.readers[0] = kept_reader  # None when there are several files
 
@@ -160,6 +162,31 @@ class ArrayRecordDataSource:
         """Whether :meth:`prefetch_keys` does anything: only for remote files (readers then
         skip computing the keys ahead for local ones)."""
         return self._cache is not None
+
+    def prefetch_first_reads(self, keys: Sequence[int] | np.ndarray) -> None:
+        """Fetches the records under ``keys`` (the first worker's first reads) by exact ranges
+        into first copies that workers read before the whole files are cached
+        (:mod:`grainlite.sources.remote.first_copies`). Remote files only; returns at once."""
+        if self._cache is None:
+            return
+        from grainlite.sources.remote import first_copies
+
+        array = np.asarray(keys, dtype=np.int64).reshape(-1)
+        array = array[(array >= 0) & (array < self._len)]
+        if array.size == 0 or not first_copies.AVAILABLE:
+            return
+        file_of = np.searchsorted(self._ends_array, array, side="right")
+        positions = array + self._shift[file_of]
+        cache = self._cache
+        work = [
+            (blob, positions[file_of == index].tolist())
+            for index in np.unique(file_of).tolist()
+            if (blob := self._files[index].blob) is not None and not cache.has_block(blob)
+        ]
+        first_copies.start_copies(
+            work, open_reader, cache.storage_options,
+            cache.has_block,
+        )  # fmt: skip
 
     def prefetch_keys(self, keys: Sequence[int] | np.ndarray) -> None:
         """Tells the source the keys it will read next, in order: the remote files they need
@@ -260,6 +287,13 @@ class ArrayRecordDataSource:
 
     def _read_file(self, index: int, positions: np.ndarray, read: Any) -> list[bytes]:
         if self._cache is not None:
+            if self._first is not None:  # a worker's first reads, before the block is cached
+                readers = self._process_readers()
+                records = readers.read_first(
+                    index, self._files, self._first, self._cache, positions
+                )
+                if records is not None:
+                    return records
             with self._using(index):
                 return read(index, positions)  # type: ignore[no-any-return]
         return read(index, positions)  # type: ignore[no-any-return]
@@ -321,6 +355,10 @@ class ArrayRecordDataSource:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         del state["_state"]  # Open readers never travel; the receiving process opens its own.
+        if self._cache is not None:  # the first copies this process holds, for its workers
+            from grainlite.sources.remote.first_copies import shared_copies
+
+            state["_first"] = shared_copies([file.blob for file in self._files])
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

@@ -40,6 +40,40 @@ class ProcessReaders:
         self.busy = [0] * count
         self.hinted = False
         self.watching = False
+        self.firsts: list[Any] = [None] * count  # first copies: None untried, False not used
+
+    def read_first(
+        self, index: int, files: Sequence[File], shared: Any, cache: Any, positions: Any
+    ) -> list[bytes] | None:
+        """The records at ``positions`` of file ``index`` from its first copy
+        (:mod:`grainlite.sources.remote.first_copies`); None where it cannot serve them (its
+        block is then read, as without copies, and the copy is not asked again)."""
+        from grainlite.sources.remote import first_copies
+
+        with self.opening[index]:
+            copy = self.firsts[index]
+            if copy is False or self.readers[index] is not None:
+                return None
+            if copy is None:
+                blob = files[index].blob
+                fd = None if cache.has_block(blob) else first_copies.open_copy(shared, index, blob)
+                if fd is None:
+                    self.firsts[index] = False
+                    return None
+                try:
+                    copy = open_reader(f"/proc/self/fd/{fd}", first_copies.COPY_OPTIONS)
+                except Exception:
+                    self.firsts[index] = False
+                    return None
+                finally:
+                    os.close(fd)
+                self.firsts[index] = copy
+            try:
+                return [copy.read(p, p + 1)[0] for p in positions.tolist()]
+            except RuntimeError:  # a chunk the copy does not hold: the block is read instead
+                copy.close()
+                self.firsts[index] = False
+                return None
 
     def reader(self, index: int, files: Sequence[File], options: str, cache: Any) -> Any:
         """The reader of file ``index`` of ``files``, opened with ``options`` at its first use
@@ -97,6 +131,9 @@ class ProcessReaders:
     def close(self) -> None:
         """Closes these readers and releases their blocks, in the process that opened them."""
         if self.pid == os.getpid():
+            for copy in self.firsts:
+                if copy:
+                    copy.close()
             for reader in self.readers:
                 if reader is not None:
                     reader.close()

@@ -144,6 +144,10 @@ class ShardCache(CacheRoom):
             with process_state().lock:
                 process_state().queued.pop(blob.key, None)
 
+    def has_block(self, blob: Blob) -> bool:
+        """Whether the whole block of ``blob`` is in the folder (checked when first read)."""
+        return self._find(blob) is not None
+
     def _find(self, blob: Blob) -> Path | None:
         found = sorted(self.directory.glob(f"{blob.key}.*.blk"))
         return found[0] if found else None

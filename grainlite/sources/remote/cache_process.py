@@ -25,7 +25,9 @@ class ProcessState:
         self.pid = os.getpid()
         self.lock = threading.Lock()
         self.parts = IdlePool(DOWNLOAD_REQUESTS, "grainlite-fetch")  # daemons, end when idle
-        self.ahead = IdlePool(4, "grainlite-fetch-ahead")
+        # Every file of a dataset at once (the parts pool bounds the requests): a file left in
+        # the queue came after the others and held up the epoch's first whole-file reads.
+        self.ahead = IdlePool(16, "grainlite-fetch-ahead")
         self.queued: dict[str, Future[Any]] = {}
         self.checked: set[tuple[str, int, int]] = set()  # (path, inode, size) verified here
         self.pinned = 0  # bytes of blocks this process holds with live pins

@@ -20,7 +20,9 @@ from grainlite.sources.remote.cache_blocks import Blob
 from grainlite.sources.remote.objects import list_glob, object_info, read_edges, read_ranges
 
 _HEAD_BYTES = 64 << 10  # the file's signature block
-_FIRST_TAIL = 256 << 10  # the index of 20k records fits in this (measured); doubled as needed
+FIRST_TAIL = 256 << 10
+"""The first tail fetched for a file's index (that of 20k records fits in it, measured); made
+four times longer until the index fits."""
 
 
 def expand(url: str, storage_options: dict[str, Any] | None) -> list[str]:
@@ -48,7 +50,7 @@ def inspect_file(
     """``url``'s cache entry and an array_record reader of its index (see
     :func:`count_records`). The first round trip fetches the head and the tail at once, and
     their answers give the size and ETag (no HEAD request)."""
-    info, head, tail = read_edges(url, _HEAD_BYTES, _FIRST_TAIL, storage_options)
+    info, head, tail = read_edges(url, _HEAD_BYTES, FIRST_TAIL, storage_options)
     blob = Blob(url, info.size, info.etag)
     return blob, count_records(blob, options, open_reader, storage_options, (head, tail))
 
@@ -66,7 +68,7 @@ def count_records(
     ``edges``: the head and the first tail, already fetched.
 
     The sparse copy is removed at once (the open reader keeps it while open)."""
-    tail = _FIRST_TAIL
+    tail = FIRST_TAIL
     while True:
         tail = min(tail, blob.size)
         with tempfile.NamedTemporaryFile(prefix="grainlite-index-", suffix=".array_record") as f:
