@@ -153,12 +153,14 @@ class ReadPolicy:
     on ``s3://`` or ``gs://`` fetches the files those keys need into its cache). A hint never
     changes what is read or in which order."""
 
-    first_copy_records: int = 248
-    """Records of the first worker's first reads that the DataLoader has a remote source fetch
-    by exact ranges while its workers start (``source.prefetch_first_reads(keys)``: an
-    ArrayRecord source on ``s3://`` or ``gs://`` puts them in first copies, read before the
-    whole files are cached), so a shuffled first batch does not wait for every whole file. 248
-    covers the reader's first five reads (8 + 16 + 32 + 64 + 128 records); 0 turns it off."""
+    first_copy_records: int = 256
+    """Records of the first worker's first reads that a remote source fetches by exact ranges
+    while the workers start, told by the DataLoader at ``iter()`` and by ``mp_prefetch`` from the
+    start (``source.prefetch_first_reads(keys)``: an ArrayRecord source on ``s3://`` or ``gs://``
+    puts them in first copies, read before the whole files are cached), so a shuffled first
+    batch does not wait for every whole file. 256 covers the DataLoader reader's first five reads
+    (8 + 16 + ... + 128 = 248 records) and the Dataset API's first eight (1 + 2 + ... + 128 =
+    255); 0 turns it off."""
 
     list_read_bytes: int = 4 << 20
     """The most bytes one block of big index-list reads holds (:meth:`list_read_blocks`): its

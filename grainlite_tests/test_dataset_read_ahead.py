@@ -17,7 +17,7 @@ import pytest
 import grainlite as grain
 from grainlite.cpus import cpu_wait_s as kernel_cpu_wait_s
 from grainlite.dataset import read_ahead, reading_process
-from grainlite_tests.support.preempted_reads import PreemptedReads
+from grainlite_tests.support.preempted_reads import PreemptedReads, SimulatedClock
 
 # cpu_timing: the policy under test times this process's reads (scripts/check runs it alone).
 pytestmark = [pytest.mark.timeout(60), pytest.mark.cpu_timing]
@@ -99,8 +99,10 @@ def test_reads_slowed_by_other_processes_still_count_as_cpu_bound(cpus, monkeypa
 
 def test_cheap_reads_slowed_by_other_processes_stay_in_the_consuming_thread(cpus, monkeypatch):
     cpus(8)  # spare CPUs: only the running time of the reads keeps them in this thread
-    source = PreemptedReads(700, cpu_s=2e-6, lost_s=100e-6)
-    monkeypatch.setattr(read_ahead, "cpu_wait_s", lambda: source.waited + kernel_cpu_wait_s())
+    clock = SimulatedClock()  # 2 µs of work, 100 µs preempted, whatever the machine's load
+    source = PreemptedReads(700, cpu_s=2e-6, lost_s=100e-6, clock=clock)
+    monkeypatch.setattr(read_ahead, "time", clock)
+    monkeypatch.setattr(read_ahead, "cpu_wait_s", lambda: source.waited)
     _read(source, 700, threads=8)
     assert source.readers == {threading.current_thread().name}
 

@@ -9,11 +9,10 @@ import time
 import pytest
 
 import grainlite as grain
-from grainlite.cpus import cpu_wait_s as kernel_cpu_wait_s
 from grainlite.loader import chunk_reads, record_reader
 from grainlite.loader.record_reader import RecordReader
 from grainlite.loader.striding import WorkerSlice
-from grainlite_tests.support.preempted_reads import PreemptedReads
+from grainlite_tests.support.preempted_reads import PreemptedReads, SimulatedClock
 
 # cpu_timing: these tests time this process's reads (scripts/check runs them alone).
 pytestmark = pytest.mark.cpu_timing
@@ -62,10 +61,11 @@ def test_a_short_stream_is_read_in_the_consuming_thread_even_with_threads_config
 
 
 def test_cheap_reads_slowed_by_other_processes_stay_in_the_consuming_thread(monkeypatch):
-    source = PreemptedReads(
-        1500, cpu_s=2e-6, lost_s=100e-6, scale=3
-    )  # 2 µs of work, 100 µs preempted
-    monkeypatch.setattr(record_reader, "cpu_wait_s", lambda: source.waited + kernel_cpu_wait_s())
+    clock = SimulatedClock()  # 2 µs of work, 100 µs preempted, whatever the machine's load
+    source = PreemptedReads(1500, cpu_s=2e-6, lost_s=100e-6, scale=3, clock=clock)
+    monkeypatch.setattr(record_reader, "time", clock)
+    monkeypatch.setattr(record_reader, "clock", clock.perf_counter_ns)
+    monkeypatch.setattr(record_reader, "cpu_wait_s", lambda: source.waited)
     monkeypatch.setattr(record_reader, "usable_cpu_count", lambda: 8)
     got = _elements(source, grain.ReadOptions(num_threads=4, prefetch_buffer_size=64))
     assert sorted(got) == [3 * k for k in range(1500)]

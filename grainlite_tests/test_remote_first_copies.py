@@ -59,6 +59,16 @@ def _loader(source, workers: int = 2) -> grain.DataLoader:
     )
 
 
+def _dataset(source, workers: int = 2):
+    return (
+        grain.MapDataset.source(source)
+        .shuffle(seed=11)
+        .to_iter_dataset()
+        .batch(5)
+        .mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
+    )
+
+
 def _first_copy_fds(source) -> list[str]:
     """This process's first copies of ``source``'s files."""
     keys = {f"/memfd:grainlite-first-{file.blob.key} (deleted)" for file in source._files}
@@ -74,22 +84,24 @@ def _first_copy_fds(source) -> list[str]:
 
 
 @pytest.mark.timeout(120)
-def test_the_first_batch_comes_before_the_whole_files_with_the_local_elements(data, tmp_path):
+@pytest.mark.parametrize("api", ["data_loader", "dataset"])
+def test_the_first_batch_comes_before_the_whole_files_with_the_local_elements(data, tmp_path, api):
     paths, url, server = data
     total = sum(Path(path).stat().st_size for path in paths)
-    expected = list(_loader(grain.ArrayRecordDataSource(paths)))
+    pipeline = _loader if api == "data_loader" else _dataset
+    expected = list(pipeline(grain.ArrayRecordDataSource(paths)))
     # 40 Mbit/s: the whole files take about 8 s, the first worker's first 248 records under 1 s.
     proxy = FaultProxy((server.host, server.port), Faults(bandwidth_bps=40e6))
     try:
         source = grain.ArrayRecordDataSource(
             url, storage_options=server.storage_options(proxy.endpoint_url), cache_dir=tmp_path
         )
-        with iter(_loader(source)) as iterator:
+        with iter(pipeline(source)) as iterator:
             got = [next(iterator)]
             down_at_first = proxy.counts()["bytes_down"]
             blocks_at_first = list(tmp_path.glob("*.blk"))
             proxy.configure(bandwidth_bps=0.0)  # the rest at full speed
-            assert len(_first_copy_fds(source)) == FILES  # made (and kept while needed)
+            assert len(set(_first_copy_fds(source))) == FILES  # made, kept while needed
             got += list(iterator)
     finally:
         proxy.close()
@@ -97,6 +109,9 @@ def test_the_first_batch_comes_before_the_whole_files_with_the_local_elements(da
     assert len(blocks_at_first) < FILES
     assert len(got) == len(expected)
     assert all(np.array_equal(a, b) for a, b in zip(got, expected))
+    assert sorted(bytes(row) for batch in got for row in batch) == sorted(
+        _record(f, i) for f in range(FILES) for i in range(RECORDS)
+    )
     # Once every block is cached, the training process lets its copies go.
     deadline = time.monotonic() + 15
     while _first_copy_fds(source) and time.monotonic() < deadline:
@@ -141,3 +156,23 @@ def test_a_worker_opens_only_a_sealed_copy_of_the_same_object(tmp_path):
     finally:
         for fd in (sealed, unsealed, foreign):
             os.close(fd)
+
+
+@pytest.mark.parametrize("sequential", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_the_first_worker_indices_are_those_its_share_reads(sequential, batch_first):
+    """first_worker_indices against the share slice_for_worker gives worker 0 (element by
+    element, and in batch-aligned blocks under batch(drop_remainder=True))."""
+    from grainlite.dataset.mp.first_reads import first_worker_indices
+    from grainlite.dataset.mp.slicing import batch_block, slice_for_worker
+
+    for workers in (1, 2, 3):
+        root = grain.MapDataset.range(103).to_iter_dataset()
+        if batch_first:
+            root = root.batch(4, drop_remainder=True)
+        block = batch_block(root)
+        assert block == (4 if batch_first else 1)
+        slice_for_worker(root, 0, workers, sequential)
+        rows = [int(v) for element in root for v in np.asarray(element).reshape(-1)]
+        count = 10
+        assert first_worker_indices(103, workers, block, sequential, count).tolist() == rows[:count]

@@ -31,7 +31,7 @@ from grainlite.options import READ_POLICY
 from grainlite.sources.list_reads import ListReads
 
 
-def _chain_to_source(dataset: Any) -> list[Any] | None:
+def chain_to_source(dataset: Any) -> list[Any] | None:
     """The nodes from ``dataset`` down to its source node (which has ``_source_keys``), or None
     where a node on the way cannot say its parent's indices."""
     nodes = []
@@ -48,8 +48,8 @@ def _chain_to_source(dataset: Any) -> list[Any] | None:
     return nodes
 
 
-def _source_keys(nodes: list[Any], indices: Sequence[int] | np.ndarray) -> np.ndarray:
-    """The keys of the source under ``nodes`` (from :func:`_chain_to_source`) that reading
+def keys_through(nodes: list[Any], indices: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The keys of the source under ``nodes`` (from :func:`chain_to_source`) that reading
     ``indices`` of the first node reads, in reading order."""
     keys = np.asarray(indices, dtype=np.int64)
     for node in nodes[:-1]:
@@ -57,7 +57,7 @@ def _source_keys(nodes: list[Any], indices: Sequence[int] | np.ndarray) -> np.nd
     return np.asarray(nodes[-1]._source_keys(keys), dtype=np.int64)
 
 
-def _fanout(nodes: list[Any]) -> int:
+def rows_per_index(nodes: list[Any]) -> int:
     """Source keys per index of the first node (the rows of a batch)."""
     fanout = 1
     for node in nodes[:-1]:
@@ -74,15 +74,16 @@ def list_reads_for(
     process with ``spare_cpus`` CPUs beyond its consuming thread's, one of ``processes``), else
     None. The source node takes its records from them while they are active in the reading
     thread (:func:`~grainlite.sources.list_reads.activate`)."""
-    nodes = _chain_to_source(dataset)
+    nodes = chain_to_source(dataset)
     if nodes is None:
         return None
 
     def keys_of(i0: int, i1: int) -> np.ndarray:
-        return _source_keys(nodes, np.arange(i0, i1, dtype=np.int64))
+        return keys_through(nodes, np.arange(i0, i1, dtype=np.int64))
 
     source = nodes[-1]._hinted_source()
-    return ListReads.open(source, keys_of, start, stop, _fanout(nodes), spare_cpus, processes)
+    fanout = rows_per_index(nodes)
+    return ListReads.open(source, keys_of, start, stop, fanout, spare_cpus, processes)
 
 
 class KeyHints:
@@ -107,18 +108,18 @@ class KeyHints:
     def for_dataset(cls, dataset: Any) -> KeyHints | None:
         """Hints for an iterator reading ``dataset`` by index, or None where its source takes
         none (a local or in-memory source) or a node cannot say which keys it reads."""
-        nodes = _chain_to_source(dataset)
+        nodes = chain_to_source(dataset)
         if nodes is None:
             return None
         source_node = nodes[-1]
         prefetch = READ_POLICY.prefetcher(source_node._hinted_source())
         if prefetch is None:
             return None
-        return cls(nodes, prefetch, len(dataset), _fanout(nodes))
+        return cls(nodes, prefetch, len(dataset), rows_per_index(nodes))
 
     def source_keys(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """The source keys that reading ``indices`` of the dataset reads, in reading order."""
-        return _source_keys(self._nodes, indices)
+        return keys_through(self._nodes, indices)
 
     def tell_first(self) -> None:
         """Tells the source the keys of the dataset's first indices (``ahead`` of them)."""

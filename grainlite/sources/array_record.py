@@ -164,8 +164,8 @@ class ArrayRecordDataSource:
         return self._cache is not None
 
     def prefetch_first_reads(self, keys: Sequence[int] | np.ndarray) -> None:
-        """Fetches the records under ``keys`` (the first worker's first reads) by exact ranges
-        into first copies that workers read before the whole files are cached
+        """Fetches the records under ``keys`` (the first worker's first reads, in reading order)
+        by exact ranges into first copies that workers read before the whole files are cached
         (:mod:`grainlite.sources.remote.first_copies`). Remote files only; returns at once."""
         if self._cache is None:
             return
@@ -176,17 +176,17 @@ class ArrayRecordDataSource:
         if array.size == 0 or not first_copies.AVAILABLE:
             return
         file_of = np.searchsorted(self._ends_array, array, side="right")
-        positions = array + self._shift[file_of]
-        cache = self._cache
+        cut = first_copies.keys_within_files(file_of)
+        file_of, positions = file_of[:cut], array[:cut] + self._shift[file_of[:cut]]
+        blobs = {index: self._files[index].blob for index in np.unique(file_of).tolist()}
         work = [
             (blob, positions[file_of == index].tolist())
-            for index in np.unique(file_of).tolist()
-            if (blob := self._files[index].blob) is not None and not cache.has_block(blob)
+            for index, blob in blobs.items()
+            if first_copies.worth_copying(blob) and not self._cache.has_block(blob)
         ]
         first_copies.start_copies(
-            work, open_reader, cache.storage_options,
-            cache.has_block,
-        )  # fmt: skip
+            work, open_reader, self._cache.storage_options, self._cache.has_block
+        )
 
     def prefetch_keys(self, keys: Sequence[int] | np.ndarray) -> None:
         """Tells the source the keys it will read next, in order: the remote files they need

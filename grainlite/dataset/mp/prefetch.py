@@ -34,6 +34,7 @@ from grainlite.dataset import element_spec
 from grainlite.dataset.dataset_iterator import DatasetIterator
 from grainlite.dataset.iter_dataset import IterDataset
 from grainlite.dataset.key_hints import hint_first_keys
+from grainlite.dataset.mp.first_reads import copy_first_reads
 from grainlite.dataset.mp.pipeline import DatasetPipeline
 from grainlite.dataset.mp.slicing import check_sliceable, drops_a_partial_batch_per_worker
 from grainlite.dataset.mp.state import decode_state, encode_state
@@ -198,6 +199,9 @@ class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
         from grainlite.engine.parent import WorkerStream
 
         self._stats_counters.start()
+        fresh = all(state is None for state in self._position.states)
+        if fresh:  # before the pipeline is pickled for the workers: it names the first copies
+            copy_first_reads(self._dataset._parent, self._workers, self._dataset._sequential_slice)
         stream = WorkerStream(
             self._pipeline,
             self._workers,
@@ -207,7 +211,7 @@ class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
             backend=self._dataset._backend,
         )
         stream.linger_at_end = self._keep_at_end
-        if all(state is None for state in self._position.states):  # from the start
+        if fresh:  # from the start
             hint_first_keys(self._dataset._parent)
         return stream
 

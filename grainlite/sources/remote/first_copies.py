@@ -23,8 +23,10 @@ cache downloads the whole files; the first worker's first reads are served from 
   training process closes each copy a second after its whole block is cached (every copy after
   :data:`KEEP_S`); the workers close theirs when they switch to the cached block.
 
-Linux only (``memfd`` and ``/proc``); elsewhere, and for files written with large groups (whose
-chunks are large), reads wait for the whole block as before.
+Not copied (their reads wait for the whole block, as before): files under four times their
+head and first index tail (fetched whole about as soon), files written with large groups (whose
+chunks are large), and the files past the first :data:`MAX_FILES` the keys touch. Linux only
+(``memfd`` and ``/proc``).
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from grainlite.sources.remote.cache_blocks import Blob
 from grainlite.sources.remote.files import FIRST_TAIL
+from grainlite.sources.remote.idle_pool import IdlePool
 from grainlite.sources.remote.objects import read_ranges
 
 AVAILABLE = (
@@ -56,6 +61,11 @@ WAIT_S = 10.0
 """The longest a worker waits for a copy to be sealed before it waits for the block instead."""
 KEEP_S = 120.0
 """The longest the training process keeps its copies while the whole blocks are not cached."""
+MAX_FILES = 64
+"""The most files one source copies at once (:func:`keys_within_files`)."""
+FILL_THREADS = 16
+"""Copies filled at once (each fetches its file's edges, then its chunks, in one call a round)."""
+_SMALL_FILE_FACTOR = 4
 _GRACE_S = 1.0  # copies are kept this long after the blocks are cached
 _SPAN_BYTES = 16 << 10  # the bytes first fetched at a chunk's offset (doubled on a short fetch)
 _MAX_MEAN_CHUNK = 256 << 10  # files whose chunks are larger than this are not copied
@@ -83,6 +93,22 @@ def shared_copies(blobs: Sequence[Blob | None]) -> tuple[int, dict[int, int]] | 
             if blob is not None and blob.key in _copies
         }
     return (os.getpid(), found) if found else None
+
+
+def worth_copying(blob: Blob | None) -> bool:
+    """Whether a first copy of ``blob`` pays: a remote file several times larger than its head
+    and first index tail (a smaller one is fetched whole about as soon)."""
+    return blob is not None and blob.size >= _SMALL_FILE_FACTOR * (HEAD_BYTES + FIRST_TAIL)
+
+
+def keys_within_files(file_of: np.ndarray) -> int:
+    """How many of the keys in reading order (``file_of``: each key's file) to copy: those
+    before the key of the :data:`MAX_FILES` + 1-th file they touch (each copy costs its file's
+    head and index; the reads past them wait for the files, as without copies)."""
+    _, first = np.unique(file_of, return_index=True)
+    if first.size <= MAX_FILES:
+        return int(file_of.size)
+    return int(np.sort(first)[MAX_FILES])
 
 
 def start_copies(
@@ -119,21 +145,16 @@ def _fill_all(
     storage_options: dict[str, Any] | None,
     cached: Callable[[Blob], bool],
 ) -> None:
-    """Fills every copy at once (a thread each), then keeps each until its block is cached."""
+    """Fills the copies (:data:`FILL_THREADS` at once), then keeps each until its block is
+    cached."""
     try:
-        threads = [
-            threading.Thread(
-                target=_fill_and_seal,
-                args=(blob, positions, fd, open_reader, storage_options),
-                daemon=True,
-                name="grainlite-first-copy",
-            )
+        pool = IdlePool(FILL_THREADS, "grainlite-first-copy")  # daemons: never hold up an exit
+        fills = [
+            pool.submit(_fill_and_seal, blob, positions, fd, open_reader, storage_options)
             for blob, positions, fd in made
         ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        for fill in fills:
+            fill.result()
         deadline = time.monotonic() + KEEP_S
         seen: dict[int, float] = {}  # copy -> when its block was first seen cached
         while len(made) > len(seen) and time.monotonic() < deadline:
