@@ -68,7 +68,8 @@ class ArrayRecordDataSource:
 
     Remote paths (``s3://bucket/train-*.array_record``: files, lists, globs) give the same keys,
     records and checkpoints as local copies of the files: each file is fetched whole, ahead of
-    the reads that need it, into the cache, and read there by array_record's own reader.
+    the reads that need it, into the cache, and read there by array_record's own reader. The
+    first worker's first records come sooner, fetched by range (:meth:`prefetch_first_reads`).
 
     Raises:
       FileNotFoundError: a path names no file (RemoteObjectNotFoundError for a URL).
