@@ -105,7 +105,9 @@ def test_the_first_batch_comes_before_the_whole_files_with_the_local_elements(da
             got += list(iterator)
     finally:
         proxy.close()
-    assert down_at_first < total / 2, (down_at_first, total)
+    # Whole files alone: every file's bytes before the first batch. With copies: 15-17 MB of
+    # the 40 MB, measured with both CPUs kept busy by other processes.
+    assert down_at_first < 0.8 * total, (down_at_first, total)
     assert len(blocks_at_first) < FILES
     assert len(got) == len(expected)
     assert all(np.array_equal(a, b) for a, b in zip(got, expected))
