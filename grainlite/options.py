@@ -140,6 +140,12 @@ class ReadPolicy:
     """... if they also take more than this share of the read + consumer time."""
     samples: int = 5
     """Blocks timed (after the first) before deciding."""
+    first_read: int = 8
+    """The records of the DataLoader reader's first read (the reads after it double, up to
+    :attr:`max_block`; see :meth:`block_end`): small, so the first elements come soon."""
+    first_block: int = 1
+    """The elements of the Dataset API block reader's first block (the blocks after it double
+    while reads are cheap and halve while they are slow; see :meth:`block_end`)."""
     max_block: int = 256
     """The most records one read asks of a source: a block never holds more, so the first
     elements come soon and a block's memory stays bounded. (Big list reads ahead, where
@@ -154,13 +160,13 @@ class ReadPolicy:
     changes what is read or in which order."""
 
     first_copy_records: int = 256
-    """Records of the first worker's first reads that a remote source fetches by exact ranges
-    while the workers start, told by the DataLoader at ``iter()`` and by ``mp_prefetch`` from the
-    start (``source.prefetch_first_reads(keys)``: an ArrayRecord source on ``s3://`` or ``gs://``
-    puts them in first copies, read before the whole files are cached), so a shuffled first
-    batch does not wait for every whole file. 256 covers the DataLoader reader's first five reads
-    (8 + 16 + ... + 128 = 248 records) and the Dataset API's first eight (1 + 2 + ... + 128 =
-    255); 0 turns it off."""
+    """The most records of the first worker's first reads that a remote source fetches by exact
+    ranges while the workers start, told by the DataLoader at ``iter()`` and by ``mp_prefetch``
+    from the start (``source.prefetch_first_reads(keys)``: an ArrayRecord source on ``s3://`` or
+    ``gs://`` puts them in first copies, read before the whole files are cached), so a shuffled
+    first batch does not wait for every whole file. How many are copied is
+    :meth:`first_copies`: the reads that hold the first batch where the pipeline says its size,
+    this many where it does not; 0 turns copies off."""
 
     list_read_bytes: int = 4 << 20
     """The most bytes one block of big index-list reads holds (:meth:`list_read_blocks`): its
@@ -231,6 +237,36 @@ class ReadPolicy:
             self.is_slow(statistics.median(seconds_per_record))
             and statistics.median(shares) > self.read_share
         )
+
+    def block_end(self, start: int, size: int, stop: int) -> int:
+        """Where a reader's read of at most ``size`` records from position ``start`` ends: at the
+        next multiple of ``size``, or ``stop``. The readers of both APIs double their first reads
+        (from :attr:`first_read` records for the DataLoader, :attr:`first_block` for the Dataset
+        API), so from position 0 their reads end at every power of two: a first batch of 128
+        records is read by reads that end at 128, and never waits for a read past it
+        (:meth:`first_copies` counts on this)."""
+        return min(stop, (start // size + 1) * size)
+
+    def first_copies(self, batch: int | None, first_read: int, records_per_read: int = 1) -> int:
+        """The records a remote source copies first (:attr:`first_copy_records`) for a first
+        batch of ``batch`` read units (positions of a DataLoader worker, or indices of the
+        Dataset API's ``MapDataset``, of ``records_per_read`` records each), read by a reader
+        whose first read is ``first_read`` units (:attr:`first_read`, :attr:`first_block`): those
+        of the reads that hold it, i.e. up to the first power of two at least ``batch`` and
+        ``first_read`` (up to :attr:`max_block`; multiples of it beyond, see :meth:`block_end`).
+        Where that is more than :attr:`first_copy_records`, none: such a first batch waits for
+        the whole files anyway, and ranged GETs of its records would only slow them. Where
+        ``batch`` is None (no batch, or a filter or flat map before it),
+        :attr:`first_copy_records`."""
+        if batch is None or batch <= 0:
+            return self.first_copy_records
+        reads = max(batch, first_read)
+        if reads <= self.max_block:
+            end = 1 << (reads - 1).bit_length()
+        else:
+            end = -(-reads // self.max_block) * self.max_block
+        records = end * max(1, records_per_read)
+        return records if records <= self.first_copy_records else 0
 
     def threaded_block(self, buffer: int, threads: int, at_most: int | None = None) -> int:
         """Records per read in ``threads`` reader threads sharing a ``buffer`` of records read

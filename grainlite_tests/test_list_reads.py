@@ -247,7 +247,7 @@ def test_a_damaged_record_read_ahead_raises_the_same_error_at_its_place(
     path = damaged(tmp_path, bad)
     ahead = loader_until_error(path), dataset_with_errors(path)
     assert served["served"] > 0
-    assert len(ahead[0][0]) == 1784  # the loader's chunk with it (1784 to 2039) fails whole
+    assert len(ahead[0][0]) == 1792  # the loader's chunk with it (1792 to 2047) fails whole
     assert f"Could not read record {bad} of the data source" in ahead[0][1]
     assert sum(1 for e in ahead[1] if type(e) is tuple) == 1
     without_list_reads(monkeypatch)

@@ -63,7 +63,6 @@ from grainlite.dataset.daemon_pool import DaemonPool
 from grainlite.dataset.reading_process import read_ahead_bytes, spare_cpus, streams_blocks
 from grainlite.options import READ_POLICY
 
-_FIRST_BLOCK = 1
 # Blocks double while a read takes less than this, and halve when it takes more than
 # _SHRINK_S: cheap elements (small records) are read 256 at a time, costly ones (a batch of
 # decoded images) one or two at a time, so the first element comes quickly and a block never
@@ -132,7 +131,7 @@ class BlockReader:
         self._threaded_allowed = self._threads > 0 and self._buffer > 0
         self._block = 1  # elements per threaded read, set when threads start
         self._depth = 0  # threaded reads in flight, set when threads start
-        self._size = _FIRST_BLOCK
+        self._size = READ_POLICY.first_block
         self._timing = self._threaded_allowed
         self._timed_first = False
         self._per_element: list[float] = []
@@ -193,7 +192,7 @@ class BlockReader:
             if threads > 0:
                 self._start_threads(threads)
                 return self._next_threaded()
-        stop = min(self._stop, self._next + self._size)
+        stop = READ_POLICY.block_end(self._next, self._size, self._stop)
         if self._stream is not None:
             self._open_block(self._next, stop)
             self._next = stop

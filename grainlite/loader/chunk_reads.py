@@ -199,13 +199,14 @@ def hint_first_keys(sampler: Any, source: Any) -> None:
 
 def copy_first_reads(pipeline: Any, workers: int, source: Any) -> None:
     """Tells a remote source (``prefetch_first_reads``) the keys of the first worker's first
-    :attr:`~grainlite.options.ReadPolicy.first_copy_records` positions, before the workers
-    start: it fetches just those records by range, so the first batch (the first worker's) does
-    not wait for every whole file. Advisory, as every hint: a sampler that cannot say its keys
-    cheaply gives none, and a failure is left for the reads."""
+    positions, before the workers start: those of the reads that hold its first batch
+    (:meth:`~grainlite.options.ReadPolicy.first_copies`). The source fetches just those records
+    by range, so the first batch (the first worker's) does not wait for every whole file.
+    Advisory, as every hint: a sampler that cannot say its keys cheaply gives none, and a
+    failure is left for the reads."""
     prefetch = getattr(source, "prefetch_first_reads", None)
     record_keys = getattr(pipeline.sampler, "record_keys", None)
-    count = READ_POLICY.first_copy_records
+    count = READ_POLICY.first_copies(pipeline.first_batch_records, READ_POLICY.first_read)
     if prefetch is None or record_keys is None or count <= 0:
         return
     if not getattr(source, "takes_key_hints", False):

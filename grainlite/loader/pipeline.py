@@ -125,6 +125,18 @@ class Pipeline(PicklesRecordsPacked, PipelineBase):
         return tuple(op for _, op in self.steps)
 
     @property
+    def first_batch_records(self) -> int | None:
+        """The records of a worker's first batch: the first Batch's size where only maps come
+        before it; None where there is no Batch, or a filter, flat map or custom operation
+        before it makes the count depend on the data."""
+        for kind, op in self.steps:
+            if kind == "batch":
+                return int(op.batch_size)
+            if kind not in ("map", "random_map"):
+                return None
+        return None
+
+    @property
     def flat_maps(self) -> int:
         """How many FlatMapTransforms there are: each nests the state once, as Grain does."""
         return sum(kind == "flat_map" for kind, _ in self.steps)

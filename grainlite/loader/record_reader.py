@@ -39,8 +39,6 @@ from grainlite.options import READ_POLICY, ReadOptions
 from grainlite.stats.counters import StageCounter, clock
 from grainlite.stats.tracing import span
 
-_FIRST_CHUNK = 8
-
 
 class RecordReader:
     """Iterates chunks of (rng seeds, data) for one worker's positions from ``start`` on.
@@ -99,7 +97,7 @@ class RecordReader:
 
     def _iterate_synchronously(self) -> Iterator[Chunk]:
         """Reads in this thread: for good without reader threads, else until reads prove slow."""
-        size = _FIRST_CHUNK
+        size = READ_POLICY.first_read
         timing = bool(self._depth)
         first_chunk = True
         per_record: list[float] = []  # running seconds per record, one entry per timed chunk
@@ -117,7 +115,7 @@ class RecordReader:
                     self._threads = threads
                     return  # reads are slow and a large part of the work: hand over to threads
                 timing = False  # stay in this thread for good
-            m1 = min(self._stop, self._next + size)
+            m1 = READ_POLICY.block_end(self._next, size, self._stop)
             if timing:
                 cpu, waited = time.thread_time(), cpu_wait_s()
             begin = clock()

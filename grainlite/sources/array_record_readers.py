@@ -41,18 +41,29 @@ class ProcessReaders:
         self.hinted = False
         self.watching = False
         self.firsts: list[Any] = [None] * count  # first copies: None untried, False not used
+        self.copying = [threading.Lock() for _ in range(count)]  # each file's first copy
 
     def read_first(
         self, index: int, files: Sequence[File], shared: Any, cache: Any, positions: Any
     ) -> list[bytes] | None:
         """The records at ``positions`` of file ``index`` from its first copy
-        (:mod:`grainlite.sources.remote.first_copies`); None where it cannot serve them (its
-        block is then read, as without copies, and the copy is not asked again)."""
+        (:mod:`grainlite.sources.remote.first_copies`); None where it cannot serve them all (they
+        are then read from the block, as without copies). A copy serves every read it holds
+        until the file's block is open here, then it is closed; it has its own lock, so a read
+        waiting for the block (under the file's ``opening`` lock) holds up no read of the copy.
+        """
+        if self.firsts[index] is False:  # given up for good: no lock to take
+            return None
         from grainlite.sources.remote import first_copies
 
-        with self.opening[index]:
+        with self.copying[index]:
             copy = self.firsts[index]
-            if copy is False or self.readers[index] is not None:
+            if copy is False:
+                return None
+            if self.readers[index] is not None:  # the block is open: the copy is done
+                if copy is not None:
+                    copy.close()
+                self.firsts[index] = False
                 return None
             if copy is None:
                 blob = files[index].blob
@@ -70,9 +81,7 @@ class ProcessReaders:
                 self.firsts[index] = copy
             try:
                 return [copy.read(p, p + 1)[0] for p in positions.tolist()]
-            except RuntimeError:  # a chunk the copy does not hold: the block is read instead
-                copy.close()
-                self.firsts[index] = False
+            except RuntimeError:  # a chunk the copy does not hold: these are read from the block
                 return None
 
     def reader(self, index: int, files: Sequence[File], options: str, cache: Any) -> Any:

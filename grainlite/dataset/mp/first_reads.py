@@ -34,14 +34,30 @@ def first_worker_indices(
     return indices[indices < length]
 
 
+def first_batch_indices(root: Any) -> int | None:
+    """The ``MapDataset`` indices (under the ``to_iter_dataset`` of ``root``, a chain of nodes
+    with one parent each) that make ``root``'s first element: the product of the batch sizes
+    between them; None where there is no batch, or a node that is neither a batch nor one to one
+    (a filter, a flat map, a user's node) makes the count depend on the data."""
+    batch: int | None = None
+    node = root
+    while not is_to_iter(node):
+        size = getattr(node, "fixed_batch", None)
+        if size is not None:
+            batch = (batch or 1) * size
+        elif not getattr(node, "one_to_one", False):
+            return None
+        node = node.parents[0]
+    return batch
+
+
 def copy_first_reads(root: Any, workers: int, sequential: bool) -> None:
     """Tells the source under ``root`` (an ``IterDataset`` chain down to one
-    ``to_iter_dataset``) the keys of worker 0's first
-    :attr:`~grainlite.options.ReadPolicy.first_copy_records` records, where it fetches first
-    records by range (``prefetch_first_reads``). Advisory, as every hint: a pipeline whose nodes
-    cannot say their keys gives none, and a failure is left for the reads."""
-    count = READ_POLICY.first_copy_records
-    if count <= 0 or workers < 1:
+    ``to_iter_dataset``) the keys of worker 0's first records, where it fetches first records by
+    range (``prefetch_first_reads``): those of the reads that hold its first element
+    (:meth:`~grainlite.options.ReadPolicy.first_copies`). Advisory, as every hint: a pipeline
+    whose nodes cannot say their keys gives none, and a failure is left for the reads."""
+    if READ_POLICY.first_copy_records <= 0 or workers < 1:
         return
     node = root
     while not is_to_iter(node):
@@ -58,7 +74,11 @@ def copy_first_reads(root: Any, workers: int, sequential: bool) -> None:
         prefetch = getattr(source, "prefetch_first_reads", None)
         if prefetch is None or not getattr(source, "takes_key_hints", False):
             return
+        rows = rows_per_index(nodes)
+        count = READ_POLICY.first_copies(first_batch_indices(root), READ_POLICY.first_block, rows)
+        if count <= 0:
+            return
         indices = first_worker_indices(
-            len(dataset), workers, batch_block(root), sequential, -(-count // rows_per_index(nodes))
+            len(dataset), workers, batch_block(root), sequential, -(-count // rows)
         )
         prefetch(keys_through(nodes, indices)[:count])
