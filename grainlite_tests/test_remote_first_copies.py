@@ -180,3 +180,62 @@ def test_the_first_worker_indices_are_those_its_share_reads(sequential, batch_fi
         rows = [int(v) for element in root for v in np.asarray(element).reshape(-1)]
         count = 10
         assert first_worker_indices(103, workers, block, sequential, count).tolist() == rows[:count]
+
+
+def _sealed_copy(key: str, timeout: float = 30.0) -> int:
+    """This process's first copy of the block ``key``, once sealed."""
+    import fcntl
+
+    from grainlite.sources.remote import first_copies
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        fd = first_copies._copies.get(key)
+        if fd is not None and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE:
+            return fd
+        time.sleep(0.01)
+    raise AssertionError(f"no sealed copy of {key} within {timeout} s")
+
+
+def test_a_copy_starts_from_the_head_and_tail_the_source_read_its_index_from(data, tmp_path):
+    """The source keeps each remote file's edges from its index read; a copy started from them
+    fetches only its records' chunks (one GET each here), one started without them fetches the
+    edges first (two GETs more); both hold the records as the object does."""
+    from grainlite.sources.array_record_files import open_reader
+    from grainlite.sources.remote import first_copies
+
+    _, url, server = data
+    proxy = FaultProxy((server.host, server.port), Faults())
+    done = [False]  # the copies are let go once the test says their blocks are "cached"
+    try:
+        storage = server.storage_options(proxy.endpoint_url)
+        source = grain.ArrayRecordDataSource(url, storage_options=storage, cache_dir=tmp_path)
+        assert sorted(source._edges) == list(range(FILES))
+        positions = [100, 300, 500]  # chunks far apart: one GET each, none in the head
+        requests = []
+        for file, edges in ((0, source._edges[0]), (1, None)):
+            blob = source._files[file].blob
+            before = proxy.counts()["requests"]
+            work = [(blob, positions, edges)]
+            first_copies.start_copies(work, open_reader, storage, lambda blob: done[0])
+            fd = _sealed_copy(blob.key)
+            requests.append(proxy.counts()["requests"] - before)
+            reader = open_reader(f"/proc/self/fd/{fd}", first_copies.COPY_OPTIONS)
+            try:
+                got = [bytes(reader.read(p, p + 1)[0]) for p in positions]
+            finally:
+                reader.close()
+            assert got == [_record(file, p) for p in positions]
+        assert requests == [len(positions), len(positions) + 2]
+        # Reading begins: the source lets its edges go (they are never pickled either).
+        assert source.__getstate__()["_edges"] == {}
+        assert source._edges
+        source[0]
+        assert source._edges == {}
+    finally:
+        done[0] = True
+        proxy.close()
+    deadline = time.monotonic() + 15
+    while _first_copy_fds(source) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _first_copy_fds(source) == []

@@ -97,7 +97,10 @@ class ArrayRecordDataSource:
             from grainlite.sources.remote.cache import ShardCache
 
             self._cache = ShardCache(cache_dir, cache_limit_bytes, storage_options)
-        self._files, kept_reader = resolve(entries, self._options, storage_options)
+        self._files, kept_reader, edges = resolve(entries, self._options, storage_options)
+        # The heads and tails the remote files' indexes were read from, kept until the first
+        # copies start from them or the source is first read or hinted (see prefetch_first_reads).
+        self._edges: dict[int, Any] = edges
         if self._cache is not None:
             self._cache.check_fits([file.blob for file in self._files if file.blob is not None])
         self._paths = [file.path for file in self._files]
@@ -152,6 +155,8 @@ class ArrayRecordDataSource:
     @contextlib.contextmanager
     def _using(self, index: int) -> Iterator[None]:
         """Counts file ``index`` busy while the block runs (a remote source's reads)."""
+        if self._edges:  # reading has begun: no first copy will start from them
+            self._edges = {}
         if self._files[index].blob is None:
             yield
             return
@@ -180,8 +185,9 @@ class ArrayRecordDataSource:
         cut = first_copies.keys_within_files(file_of)
         file_of, positions = file_of[:cut], array[:cut] + self._shift[file_of[:cut]]
         blobs = {index: self._files[index].blob for index in np.unique(file_of).tolist()}
+        edges, self._edges = self._edges, {}
         work = [
-            (blob, positions[file_of == index].tolist())
+            (blob, positions[file_of == index].tolist(), edges.get(index))
             for index, blob in blobs.items()
             if first_copies.worth_copying(blob) and not self._cache.has_block(blob)
         ]
@@ -196,6 +202,7 @@ class ArrayRecordDataSource:
         The readers of both APIs call it as :data:`~grainlite.options.READ_POLICY` says."""
         if self._cache is None:
             return
+        self._edges = {}  # reading has begun: no first copy will start from them
         array = np.asarray(keys, dtype=np.int64).reshape(-1)
         if array.size == 0:
             return
@@ -345,6 +352,7 @@ class ArrayRecordDataSource:
     def close(self) -> None:
         """Closes the readers this process opened; a later read opens them again."""
         state, self._state = self._state, ProcessReaders(len(self._files))
+        self._edges = {}
         state.close()
 
     def __enter__(self) -> ArrayRecordDataSource:
@@ -356,6 +364,7 @@ class ArrayRecordDataSource:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         del state["_state"]  # Open readers never travel; the receiving process opens its own.
+        state["_edges"] = {}  # nor the files' edges: the first copies are the training process's
         if self._cache is not None:  # the first copies this process holds, for its workers
             from grainlite.sources.remote.first_copies import shared_copies
 

@@ -190,15 +190,16 @@ def _inspect(
     options: str,
     keep: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> tuple[File, str, Any]:
-    """The records to read from one path, the options its file was written with, and its open
-    reader if ``keep`` (else None)."""
+) -> tuple[File, str, Any, Any]:
+    """The records to read from one path, the options its file was written with, its open
+    reader if ``keep`` (else None) and, for a remote file, the head and tail its index was read
+    from (else None)."""
     path, start, end = entry
-    blob = None
+    blob = edges = None
     if is_remote(path):
         from grainlite.sources.remote.files import inspect_file
 
-        blob, reader = inspect_file(
+        blob, reader, edges = inspect_file(
             path, options, lambda local, opts: open_reader(local, opts, name=path), storage_options
         )
         keep = False  # a reader of the index alone: the data is read from the cache
@@ -220,18 +221,21 @@ def _inspect(
             f"ArrayRecordDataSource slice [{start}:{end}] of {path!r} runs past its {count} "
             f"records; pass bounds with 0 <= start <= end <= {count}."
         )
-    return File(path, start, end, count, blob), written_with, reader
+    return File(path, start, end, count, blob), written_with, reader, edges
 
 
 def resolve(
     entries: list[tuple[str, int | None, int | None]],
     options: str,
     storage_options: dict[str, Any] | None = None,
-) -> tuple[list[File], Any]:
+) -> tuple[list[File], Any, dict[int, Any]]:
     """Opens every file once (in parallel when there are several) to count and check it.
 
-    Returns the files and, for a single file, its reader, kept open: opening a large file reads
-    its index, which the first read in this process would otherwise pay again.
+    Returns the files; for a single file, its reader, kept open: opening a large file reads
+    its index, which the first read in this process would otherwise pay again; and the head and
+    tail each remote file's index was read from, by file index, where there are at most
+    :data:`~grainlite.sources.remote.first_copies.MAX_FILES` files (a first copy starts from
+    them; more files would hold too many bytes), else none.
     """
     if len(entries) == 1:
         results = [_inspect(entries[0], options, True, storage_options)]
@@ -240,7 +244,7 @@ def resolve(
             results = list(
                 pool.map(lambda entry: _inspect(entry, options, False, storage_options), entries)
             )
-    for file, written_with, _ in results:
+    for file, written_with, _, _ in results:
         group_size = re.search(r"group_size:(\d+)", written_with)
         if group_size and group_size[1] != "1":
             warnings.warn(
@@ -249,4 +253,10 @@ def resolve(
                 f"ArrayRecordWriter(path, 'group_size:1') for fast random access.",
                 stacklevel=4,
             )
-    return [file for file, _, _ in results], results[0][2]
+    edges: dict[int, Any] = {}
+    if any(file.blob is not None for file, _, _, _ in results):
+        from grainlite.sources.remote.first_copies import MAX_FILES
+
+        if len(results) <= MAX_FILES:
+            edges = {i: result[3] for i, result in enumerate(results) if result[3] is not None}
+    return [file for file, _, _, _ in results], results[0][2], edges

@@ -19,7 +19,8 @@ from grainlite.errors import RemoteObjectNotFoundError
 from grainlite.sources.remote.cache_blocks import Blob
 from grainlite.sources.remote.objects import list_glob, object_info, read_edges, read_ranges
 
-_HEAD_BYTES = 64 << 10  # the file's signature block
+HEAD_BYTES = 64 << 10
+"""The file's first block: riegeli's file signature."""
 FIRST_TAIL = 256 << 10
 """The first tail fetched for a file's index (that of 20k records fits in it, measured); made
 four times longer until the index fits."""
@@ -46,13 +47,16 @@ def blob_of(url: str, storage_options: dict[str, Any] | None) -> Blob:
 
 def inspect_file(
     url: str, options: str, open_reader: Callable[[str, str], Any], storage_options: Any
-) -> tuple[Blob, Any]:
-    """``url``'s cache entry and an array_record reader of its index (see
-    :func:`count_records`). The first round trip fetches the head and the tail at once, and
-    their answers give the size and ETag (no HEAD request)."""
-    info, head, tail = read_edges(url, _HEAD_BYTES, FIRST_TAIL, storage_options)
+) -> tuple[Blob, Any, tuple[memoryview, memoryview]]:
+    """``url``'s cache entry, an array_record reader of its index (see :func:`count_records`)
+    and the edges it was read from: the file's first :data:`HEAD_BYTES` and last
+    :data:`FIRST_TAIL` bytes (fewer where it is shorter), which a first copy of the file starts
+    from (:mod:`grainlite.sources.remote.first_copies`). The first round trip fetches the head
+    and the tail at once, and their answers give the size and ETag (no HEAD request)."""
+    info, head, tail = read_edges(url, HEAD_BYTES, FIRST_TAIL, storage_options)
     blob = Blob(url, info.size, info.etag)
-    return blob, count_records(blob, options, open_reader, storage_options, (head, tail))
+    reader = count_records(blob, options, open_reader, storage_options, (head, tail))
+    return blob, reader, (head, tail)
 
 
 def count_records(
@@ -74,7 +78,7 @@ def count_records(
         with tempfile.NamedTemporaryFile(prefix="grainlite-index-", suffix=".array_record") as f:
             fd = f.fileno()
             os.ftruncate(fd, blob.size)
-            head = min(_HEAD_BYTES, blob.size)
+            head = min(HEAD_BYTES, blob.size)
             ranges = [(0, head)] if head else []
             if tail > head:
                 ranges.append((blob.size - tail, blob.size))

@@ -9,11 +9,14 @@ cache downloads the whole files; the first worker's first reads are served from 
 
 - **What a copy is.** A sealed ``memfd`` of the object's size (sparse: only what was fetched takes
   memory) holding the file's first block, its index tail and the chunks of the records asked
-  for. array_record's own reader reads it; riegeli checks every chunk against its hashes, so a
-  record is served only whole and as the object holds it. Where a chunk is not there, the read
-  fails with riegeli's error naming the chunk's offset: the training process fetches those
-  offsets (the reads name the chunks, no format is parsed here); a worker's read that finds one
-  missing waits for the cached block instead, as it would without copies.
+  for. The first block and the tail are those the source read the file's index from when it
+  was built, where it kept them (sources of at most :data:`MAX_FILES` files, until reading
+  begins), else fetched in one round trip. array_record's own reader reads it; riegeli checks
+  every chunk against its hashes, so a record is served only whole and as the object holds it.
+  Where a chunk is not there, the read fails with riegeli's error naming the chunk's offset: the
+  training process fetches those offsets (the reads name the chunks, no format is parsed here);
+  a worker's read that finds one missing waits for the cached block instead, as it would
+  without copies.
 - **How a worker finds it.** The pickled source carries the training process's pid and each
   copy's descriptor number (:func:`shared_copies`). The worker opens
   ``/proc/PID/fd/N``, checks that it is the memfd of that very object (its name holds the block's
@@ -43,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from grainlite.sources.remote.cache_blocks import Blob
-from grainlite.sources.remote.files import FIRST_TAIL
+from grainlite.sources.remote.files import FIRST_TAIL, HEAD_BYTES
 from grainlite.sources.remote.idle_pool import IdlePool
 from grainlite.sources.remote.objects import read_ranges
 
@@ -53,8 +56,6 @@ AVAILABLE = (
 """Whether first copies can be made on this system."""
 COPY_OPTIONS = "readahead_buffer_size:0"
 """How copies are read: no read-ahead, so a read touches its own chunk, never bytes not fetched."""
-HEAD_BYTES = 64 << 10
-"""The file's first block: riegeli's file signature."""
 ROUNDS = 4
 """Fetch rounds per copy before it is sealed as it is (each doubles the bytes at a chunk)."""
 WAIT_S = 10.0
@@ -111,25 +112,31 @@ def keys_within_files(file_of: np.ndarray) -> int:
     return int(np.sort(first)[MAX_FILES])
 
 
+Edges = tuple[memoryview, memoryview]
+"""A file's first bytes and last bytes, as :func:`~grainlite.sources.remote.files.inspect_file`
+fetched them."""
+
+
 def start_copies(
-    work: Sequence[tuple[Blob, list[int]]],
+    work: Sequence[tuple[Blob, list[int], Edges | None]],
     open_reader: Callable[[str, str], Any],
     storage_options: dict[str, Any] | None,
     cached: Callable[[Blob], bool],
 ) -> None:
-    """Starts the first copies of ``work``'s ``(blob, record positions)`` in the background and
-    returns at once, their memfds made (so a pickle of the source made now names them).
-    ``cached(blob)`` says when the whole block of ``blob`` is in the cache: its copy is then let
-    go."""
+    """Starts the first copies of ``work``'s ``(blob, record positions, edges)`` in the
+    background and returns at once, their memfds made (so a pickle of the source made now names
+    them). ``edges``: the head and tail the source read the file's index from, where it kept
+    them (the copy then starts from them, not from a round trip of its own). ``cached(blob)``
+    says when the whole block of ``blob`` is in the cache: its copy is then let go."""
     made = []
     with _lock:
-        for blob, positions in work:
+        for blob, positions, edges in work:
             if blob.key in _copies or not positions:
                 continue
             fd = os.memfd_create(f"{_NAME}{blob.key}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, blob.size)
             _copies[blob.key] = fd
-            made.append((blob, positions, fd))
+            made.append((blob, positions, fd, edges))
     if made:
         threading.Thread(
             target=_fill_all,
@@ -140,7 +147,7 @@ def start_copies(
 
 
 def _fill_all(
-    made: list[tuple[Blob, list[int], int]],
+    made: list[tuple[Blob, list[int], int, Edges | None]],
     open_reader: Callable[[str, str], Any],
     storage_options: dict[str, Any] | None,
     cached: Callable[[Blob], bool],
@@ -150,8 +157,8 @@ def _fill_all(
     try:
         pool = IdlePool(FILL_THREADS, "grainlite-first-copy")  # daemons: never hold up an exit
         fills = [
-            pool.submit(_fill_and_seal, blob, positions, fd, open_reader, storage_options)
-            for blob, positions, fd in made
+            pool.submit(_fill_and_seal, blob, positions, fd, edges, open_reader, storage_options)
+            for blob, positions, fd, edges in made
         ]
         for fill in fills:
             fill.result()
@@ -160,15 +167,15 @@ def _fill_all(
         while len(made) > len(seen) and time.monotonic() < deadline:
             time.sleep(0.1)
             now = time.monotonic()
-            for blob, _, fd in made:
+            for blob, _, fd, _ in made:
                 if fd not in seen and cached(blob):
                     seen[fd] = now
-            for blob, _, fd in made:  # a worker that saw no block just before it came opens
+            for blob, _, fd, _ in made:  # a worker that saw no block just before it came opens
                 if now - seen.get(fd, now) >= _GRACE_S:  # the copy meanwhile: kept a while
                     _let_go(blob, fd)
         time.sleep(_GRACE_S)
     finally:
-        for blob, _, fd in made:
+        for blob, _, fd, _ in made:
             _let_go(blob, fd)
 
 
@@ -184,6 +191,7 @@ def _fill_and_seal(
     blob: Blob,
     positions: list[int],
     fd: int,
+    edges: Edges | None,
     open_reader: Callable[[str, str], Any],
     storage_options: dict[str, Any] | None,
 ) -> None:
@@ -191,26 +199,43 @@ def _fill_and_seal(
     there reads the block instead)."""
     try:
         with contextlib.suppress(Exception):  # an incomplete copy only sends reads to the block
-            _fill(blob, positions, fd, open_reader, storage_options)
+            _fill(blob, positions, fd, edges, open_reader, storage_options)
     finally:
         with contextlib.suppress(OSError):
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
 
 
+def _write_at(fd: int, start: int, data: memoryview) -> None:
+    written = 0
+    while written < data.nbytes:
+        written += os.pwrite(fd, data[written:], start + written)
+
+
 def _write(fd: int, ranges: list[tuple[int, int]], url: str, storage_options: Any) -> None:
     for (start, _), data in zip(ranges, read_ranges(url, ranges, storage_options)):
-        written = 0
-        while written < data.nbytes:
-            written += os.pwrite(fd, data[written:], start + written)
+        _write_at(fd, start, data)
 
 
-def _open_edges(blob: Blob, fd: int, open_reader: Callable[[str, str], Any], storage: Any) -> Any:
+def _open_edges(
+    blob: Blob,
+    fd: int,
+    edges: Edges | None,
+    open_reader: Callable[[str, str], Any],
+    storage: Any,
+) -> Any:
     """A reader of the copy once its head and index tail are in it (the tail grown, as
-    :func:`~grainlite.sources.remote.files.count_records` does, until the index fits)."""
+    :func:`~grainlite.sources.remote.files.count_records` does, until the index fits), from
+    ``edges`` where given, else fetched."""
     head = min(HEAD_BYTES, blob.size)
     have = blob.size  # bytes from here on are in the copy
     tail = FIRST_TAIL
     ranges = [(0, head)]  # the head comes with the first tail: one round trip
+    if edges is not None and edges[0].nbytes >= head and 0 < edges[1].nbytes <= blob.size:
+        _write_at(fd, 0, edges[0][:head])
+        tail = edges[1].nbytes
+        have = blob.size - tail
+        _write_at(fd, have, edges[1])
+        ranges = []
     while True:
         start = max(head, blob.size - tail)
         if start < have:
@@ -237,13 +262,14 @@ def _fill(
     blob: Blob,
     positions: list[int],
     fd: int,
+    edges: Edges | None,
     open_reader: Callable[[str, str], Any],
     storage_options: dict[str, Any] | None,
 ) -> None:
     """Fetches the chunks of ``positions`` into the copy: each round reads every record not
     read yet, and fetches the chunks their errors name (twice the bytes where a chunk was
     fetched short), all in one call."""
-    reader = _open_edges(blob, fd, open_reader, storage_options)
+    reader = _open_edges(blob, fd, edges, open_reader, storage_options)
     try:
         if _mean_chunk(blob, reader) > _MAX_MEAN_CHUNK:
             return  # large chunks (large groups): the whole block is the cheaper way
