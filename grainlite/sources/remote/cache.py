@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from grainlite.errors import GrainliteValueError
-from grainlite.sources.remote.cache_blocks import PART_BYTES, Blob, Pin, checksum
+from grainlite.sources.remote.cache_blocks import PART_BYTES, Blob, Pin, checksum, write_at
 from grainlite.sources.remote.cache_process import process_state
 from grainlite.sources.remote.cache_room import CacheRoom
 from grainlite.sources.remote.objects import read_range
@@ -245,9 +245,7 @@ class ShardCache(CacheRoom):
         def fetch(start: int) -> int:
             end = min(blob.size, start + PART_BYTES)
             data = read_range(blob.url, start, end, self.storage_options)
-            written = 0
-            while written < data.nbytes:
-                written += os.pwrite(fd, data[written:], start + written)
+            write_at(fd, start, data)
             return zlib.crc32(data)
 
         starts = range(0, blob.size, PART_BYTES)

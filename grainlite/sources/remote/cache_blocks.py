@@ -18,6 +18,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grainlite.sources.remote.cache_process import process_state
 
@@ -38,6 +39,15 @@ class Blob:
         """The block's name stem: a hash of the URL, size and ETag."""
         text = f"{self.url}\0{self.size}\0{self.etag}".encode()
         return hashlib.sha1(text).hexdigest()
+
+
+def write_at(fd: int, start: int, data: Any) -> None:
+    """Writes all of ``data`` (bytes or a buffer) into ``fd`` at offset ``start``: ``pwrite``
+    may write less than it is given, so it is called until every byte is written."""
+    view = memoryview(data).cast("B")
+    written = 0
+    while written < view.nbytes:
+        written += os.pwrite(fd, view[written:], start + written)
 
 
 def checksum(fd: int, size: int) -> int:

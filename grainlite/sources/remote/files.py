@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grainlite.errors import RemoteObjectNotFoundError
-from grainlite.sources.remote.cache_blocks import Blob
+from grainlite.sources.remote.cache_blocks import Blob, write_at
 from grainlite.sources.remote.objects import list_glob, object_info, read_edges, read_ranges
 
 HEAD_BYTES = 64 << 10
@@ -87,7 +87,7 @@ def count_records(
             else:
                 parts = read_ranges(blob.url, ranges, storage_options)
             for (start, _), data in zip(ranges, parts):
-                os.pwrite(fd, data, start)
+                write_at(fd, start, data)
             try:
                 reader = open_reader(f.name, options)
             except Exception:

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from grainlite.sources.remote.cache_blocks import Blob
+from grainlite.sources.remote.cache_blocks import Blob, write_at
 from grainlite.sources.remote.files import FIRST_TAIL, HEAD_BYTES
 from grainlite.sources.remote.idle_pool import IdlePool
 from grainlite.sources.remote.objects import read_ranges
@@ -205,15 +205,9 @@ def _fill_and_seal(
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
 
 
-def _write_at(fd: int, start: int, data: memoryview) -> None:
-    written = 0
-    while written < data.nbytes:
-        written += os.pwrite(fd, data[written:], start + written)
-
-
 def _write(fd: int, ranges: list[tuple[int, int]], url: str, storage_options: Any) -> None:
     for (start, _), data in zip(ranges, read_ranges(url, ranges, storage_options)):
-        _write_at(fd, start, data)
+        write_at(fd, start, data)
 
 
 def _open_edges(
@@ -231,10 +225,10 @@ def _open_edges(
     tail = FIRST_TAIL
     ranges = [(0, head)]  # the head comes with the first tail: one round trip
     if edges is not None and edges[0].nbytes >= head and 0 < edges[1].nbytes <= blob.size:
-        _write_at(fd, 0, edges[0][:head])
+        write_at(fd, 0, edges[0][:head])
         tail = edges[1].nbytes
         have = blob.size - tail
-        _write_at(fd, have, edges[1])
+        write_at(fd, have, edges[1])
         ranges = []
     while True:
         start = max(head, blob.size - tail)
