@@ -187,6 +187,9 @@ class WorkerStream:
         self._exhausted = list(position.exhausted)
         if not self._group.started:
             return True
+        if any(self._group.ended(w) for w in range(self._workers)):
+            self.close()  # a worker is gone (killed, out of memory): new processes will do
+            return False
         self._generation += 1
         self._flow.forget()
         credits = self._starting_credits()

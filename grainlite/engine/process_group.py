@@ -249,6 +249,14 @@ class ProcessGroup:
             return StackRequest.ENDED
         return StackRequest.ASKED
 
+    def ended(self, worker: int) -> bool:
+        """True once ``worker`` has ended, reaped or not: a message sent to it would not be
+        read, even where its socket is still open (a send then succeeds)."""
+        process = self._handle(worker).process
+        if process.poll() is not None:
+            return True
+        return _signal_state(process.pid, signal.SIGTERM) == "ended"
+
     def send(self, worker: int, message: ToWorker) -> None:
         """Sends a message; raises OSError if the worker is gone."""
         self._handle(worker).conn.send_bytes(pickle.dumps(message, _PROTOCOL))

@@ -532,21 +532,25 @@ def transform_calls_os_exit(tmp: Path) -> str:
 
 @scenario("Exhausted resources", "set_state() after a worker was killed, W=2", "goes on")
 def set_state_after_worker_death(tmp: Path) -> str:
-    loader = range_loader([], 2, n=20)
-    with iter(loader) as iterator:
-        first = [next(iterator) for _ in range(5)]
-        state = iterator.get_state()
-        workers = iterator._stream.pids()
-        for pid in workers:
-            os.kill(pid, signal.SIGKILL)
-        # Dead before set_state() (the workers are the fork server's children: not waitpid's).
-        deadline = time.monotonic() + 10
-        while any(is_alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        iterator.set_state(state)
-        rest = list(iterator)
-    assert first + rest == list(range(20))
-    return "new workers start at the restored position; all 20 records, once"
+    # Repeated: a send to a worker just killed can succeed, and moving the dead workers instead
+    # of starting new ones failed about 1 run in 12 with both CPUs busy.
+    for _ in range(15):
+        loader = range_loader([], 2, n=20)
+        with iter(loader) as iterator:
+            first = [next(iterator) for _ in range(5)]
+            state = iterator.get_state()
+            workers = iterator._stream.pids()
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+            # Dead before set_state() (the workers are the fork server's children: not
+            # waitpid's).
+            deadline = time.monotonic() + 10
+            while any(is_alive(pid) for pid in workers) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            iterator.set_state(state)
+            rest = list(iterator)
+        assert first + rest == list(range(20))
+    return "new workers start at the restored position; all 20 records, once (15 times)"
 
 
 class WrongLength:
