@@ -162,6 +162,11 @@ class RayGroup:
             return StackRequest.UNREACHABLE
         return StackRequest.ASKED
 
+    def ended(self, worker: int) -> bool:
+        """False: a Ray actor's end is seen when a send or a receive fails (its
+        ``ProcessGroup`` twin also asks the process table)."""
+        return False
+
     def send(self, worker: int, message: ToWorker) -> None:
         """Sends a message (on the worker's socket, or as a Ray call; a dead actor is reported
         when read).
