@@ -170,6 +170,52 @@ def test_mp_prefetch_workers_each_tell_their_source_the_keys_they_read_next(tmp_
         assert told[: len(read)] == read  # in reading order, each once
 
 
+_EVENTS: list[str] = []  # this process's: the hints it gave and the workers it started
+
+
+class OrderedHintSource(FileHintedSource):
+    """Also notes, in the training process, when it is told its first keys."""
+
+    def prefetch_keys(self, keys) -> None:
+        _EVENTS.append("hint")
+        super().prefetch_keys(keys)
+
+
+@pytest.mark.parametrize("api", ["loader", "dataset"])
+def test_the_training_process_tells_the_first_keys_before_its_workers_start(
+    tmp_path, monkeypatch, api
+):
+    # A remote source downloads the files of the keys it is told in the background, and a cold
+    # first epoch waits for those files, not for the workers: so the files come first.
+    from grainlite.engine.parent import WorkerStream
+
+    start = WorkerStream._start_workers
+
+    def noted(stream: WorkerStream) -> None:
+        _EVENTS.append("workers")
+        start(stream)
+
+    monkeypatch.setattr(WorkerStream, "_start_workers", noted)
+    _EVENTS.clear()
+    length = 256
+    source = OrderedHintSource(length, str(tmp_path))
+    if api == "loader":
+        sampler = grain.IndexSampler(length, grain.NoSharding(), shuffle=True, seed=3, num_epochs=1)
+        stream = iter(
+            grain.DataLoader(
+                data_source=source, sampler=sampler, operations=[grain.Batch(16)], worker_count=2
+            )
+        )
+    else:
+        dataset = grain.MapDataset.source(source).shuffle(seed=3).batch(16).to_iter_dataset()
+        stream = iter(dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=2)))
+    try:
+        assert len(next(stream)) == 16
+    finally:
+        stream.close()
+    assert _EVENTS[:2] == ["hint", "workers"], _EVENTS
+
+
 def test_a_pipeline_whose_nodes_cannot_say_their_keys_reads_without_hints():
     source = HintedSource(100)
     mixed = grain.MapDataset.mix([grain.MapDataset.source(source), grain.MapDataset.range(50)])

@@ -6,6 +6,7 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,55 @@ def test_read_edges_gives_the_size_etag_head_and_tail_in_one_round(server: S3Ser
         info, head, tail = read_edges(url, 300, 700, options)
         assert (info.size, info.etag) == (len(body), remote.object_info(url, options).etag)
         assert (bytes(head), bytes(tail)) == (body[:300], body[-700:] if body else b"")
+
+
+def test_a_streamed_range_cut_midway_is_asked_again_and_consumed_from_its_first_byte(
+    server: S3Server,
+):
+    # The cache writes a part as its chunks arrive: a transfer that drops after some chunks
+    # is asked again, and the consumer (a write at offsets and a checksum) starts over.
+    from grainlite.sources.remote.objects import STREAM_CHUNK_BYTES, stream_range
+
+    data = os.urandom(4 * STREAM_CHUNK_BYTES + 5)
+    server.put("client/streamed.bin", data)
+    url = f"s3://{server.bucket}/client/streamed.bin"
+    # 8 MB/s: the object takes about half a second, so it is still in flight when it is cut
+    with FaultProxy((server.host, server.port), Faults(bandwidth_bps=64e6)) as proxy:
+        options = server.storage_options(proxy.endpoint_url) | {"backoff": 0}
+        calls: list[list[int]] = []
+
+        def consume(chunks: Iterator[memoryview]) -> bytes:
+            sizes: list[int] = []
+            calls.append(sizes)
+            received = bytearray()
+            for chunk in chunks:
+                received += chunk
+                sizes.append(chunk.nbytes)
+                if len(calls) == 1 and len(sizes) == 1:
+                    proxy.cut()
+            return bytes(received)
+
+        assert stream_range(url, 3, len(data), consume, options) == data[3:]
+        assert len(calls) == 2 and calls[0][0] >= STREAM_CHUNK_BYTES
+        assert sum(calls[1]) == len(data) - 3
+        assert proxy.counts()["requests"] == 2
+
+
+def test_an_error_of_a_streamed_range_s_consumer_is_raised_once_never_retried(
+    server: S3Server,
+):
+    from grainlite.sources.remote.objects import stream_range
+
+    server.put("client/consumed.bin", b"z" * 100_000)
+    url = f"s3://{server.bucket}/client/consumed.bin"
+    with FaultProxy((server.host, server.port)) as proxy:
+        options = server.storage_options(proxy.endpoint_url) | {"backoff": 0}
+
+        def consume(chunks: Iterator[memoryview]) -> None:
+            for _ in chunks:
+                raise OSError(28, "No space left on device")  # a write into the cache failed
+
+        with pytest.raises(OSError, match="No space left") as raised:
+            stream_range(url, 0, 100_000, consume, options)
+        assert type(raised.value) is OSError  # not wrapped as a store failure
+        assert proxy.counts()["requests"] == 1

@@ -167,8 +167,10 @@ class DataLoader:
         iterator = DataLoaderIterator(self)
         if self._layout.worker_count > 0:
             copy_first_reads(self._pipeline, self._layout.worker_count, self._data_source)
-            iterator._start_early()
+            # The files first (a remote source downloads them in the background): its whole
+            # files, not the workers' start, are what a cold first epoch waits for.
             hint_first_keys(self._sampler, self._data_source)
+            iterator._start_early()
         return iterator
 
 

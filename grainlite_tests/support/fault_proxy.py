@@ -20,10 +20,10 @@ line after the previous response):
 
 At most one fault per request, drawn from one ``random.Random(seed)`` in the order requests
 arrive (deterministic for a given order of requests). ``counts()`` says what was done; the knobs
-can be changed while it runs (``configure``). ``close()`` stops accepting, closes every connection
-and joins every thread it started. ``python -m grainlite_tests.support.fault_proxy`` runs one as a
-process (for benchmarks, so that its CPU is not the measured process's); ``proxy_process()``
-starts that and yields its URL.
+can be changed while it runs (``configure``), and ``cut()`` drops the open connections mid-way.
+``close()`` stops accepting, closes every connection and joins every thread it started.
+``python -m grainlite_tests.support.fault_proxy`` runs one as a process (for benchmarks, so that
+its CPU is not the measured process's); ``proxy_process()`` starts that and yields its URL.
 """
 
 from __future__ import annotations
@@ -133,6 +133,16 @@ class FaultProxy:
         """Changes knobs of ``Faults`` while the proxy runs (e.g. ``reset_probability=0``)."""
         with self._lock:
             self.faults = dataclasses.replace(self.faults, **changes)
+
+    def cut(self) -> None:
+        """Cuts every open connection now (the proxy's side shut down both ways): a response in
+        flight ends early, as when a connection drops mid-transfer. New connections are served as
+        before."""
+        with self._lock:
+            sockets = list(self._sockets)
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
 
     def counts(self) -> dict[str, int]:
         """What it did so far: connections, requests, delayed, resets, stalls, slowdowns,

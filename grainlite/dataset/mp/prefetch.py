@@ -202,6 +202,9 @@ class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
         fresh = all(state is None for state in self._position.states)
         if fresh:  # before the pipeline is pickled for the workers: it names the first copies
             copy_first_reads(self._dataset._parent, self._workers, self._dataset._sequential_slice)
+            # then the files (downloaded in the background), before the workers start: a cold
+            # first epoch waits for a remote source's whole files, not for the workers' start
+            hint_first_keys(self._dataset._parent)
         stream = WorkerStream(
             self._pipeline,
             self._workers,
@@ -211,8 +214,6 @@ class MultiprocessPrefetchDatasetIterator(IteratorShell, DatasetIterator):
             backend=self._dataset._backend,
         )
         stream.linger_at_end = self._keep_at_end
-        if fresh:  # from the start
-            hint_first_keys(self._dataset._parent)
         return stream
 
     def _closed_error(self) -> BaseException:

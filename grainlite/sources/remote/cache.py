@@ -47,7 +47,7 @@ from grainlite.errors import GrainliteValueError
 from grainlite.sources.remote.cache_blocks import PART_BYTES, Blob, Pin, checksum, write_at
 from grainlite.sources.remote.cache_process import process_state
 from grainlite.sources.remote.cache_room import CacheRoom
-from grainlite.sources.remote.objects import read_range
+from grainlite.sources.remote.objects import stream_range
 
 
 def default_directory() -> Path:
@@ -239,14 +239,20 @@ class ShardCache(CacheRoom):
         return Pin(final, fd, blob.size)
 
     def _fetch_parts(self, blob: Blob, fd: int) -> list[int]:
-        """Downloads every part of ``blob`` into ``fd`` with ranged GETs in parallel; returns
-        the CRC-32 of each part."""
+        """Downloads every part of ``blob`` into ``fd`` with ranged GETs in parallel, each
+        written as its chunks arrive; returns the CRC-32 of each part."""
 
         def fetch(start: int) -> int:
+            def write(chunks: Iterator[memoryview]) -> int:  # called again on a retry
+                crc, offset = 0, start
+                for chunk in chunks:
+                    write_at(fd, offset, chunk)
+                    crc = zlib.crc32(chunk, crc)
+                    offset += chunk.nbytes
+                return crc
+
             end = min(blob.size, start + PART_BYTES)
-            data = read_range(blob.url, start, end, self.storage_options)
-            write_at(fd, start, data)
-            return zlib.crc32(data)
+            return stream_range(blob.url, start, end, write, self.storage_options)
 
         starts = range(0, blob.size, PART_BYTES)
         if len(starts) <= 1:

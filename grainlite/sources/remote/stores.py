@@ -113,6 +113,15 @@ def _make_store(location: Location, spec: StoreSpec) -> Any:
         ) from None
 
 
+class NotRetried(Exception):
+    """Raised by a ``request`` given to :func:`call` around an error of its own (not the store's:
+    a failed write of what it received), which :func:`call` raises as it is, untried again."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 def call(what: str, url: str, spec: StoreSpec, request: Callable[[], T]) -> T:
     """``request()``, retried on transient failures; ``what`` names it in errors (``"GET"``)."""
     exceptions = require("obstore.exceptions", "remote", f"Reading {url}")
@@ -121,6 +130,8 @@ def call(what: str, url: str, spec: StoreSpec, request: Callable[[], T]) -> T:
     while True:
         try:
             return request()
+        except NotRetried as wrapped:
+            raise wrapped.error from None
         except FileNotFoundError as error:
             raise not_found_error(url, error) from None
         except (exceptions.PermissionDeniedError, exceptions.UnauthenticatedError) as error:
