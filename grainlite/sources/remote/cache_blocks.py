@@ -54,9 +54,13 @@ def checksum(fd: int, size: int) -> int:
     """The block checksum of the first ``size`` bytes of ``fd``: the CRC-32 of the CRC-32s of its
     :data:`PART_BYTES` parts (so parts downloaded in parallel are summed as they arrive)."""
     crcs = bytearray()
+    # One buffer read into again: a new 8 MiB bytes object per part doubled the time (0.11 s
+    # against 0.05 s for the 139 MB of the images benchmark's files), every worker paying it once.
+    buffer = memoryview(bytearray(min(PART_BYTES, size)))
     for start in range(0, size, PART_BYTES):
-        data = os.pread(fd, min(PART_BYTES, size - start), start)
-        crcs += zlib.crc32(data).to_bytes(4, "big")
+        part = buffer[: min(PART_BYTES, size - start)]
+        read = os.preadv(fd, [part], start)  # fewer bytes only past the end: the check fails
+        crcs += zlib.crc32(part[:read]).to_bytes(4, "big")
     return zlib.crc32(bytes(crcs))
 
 
