@@ -236,6 +236,34 @@ def test_importing_grainlite_and_grainlite_python_loads_no_dataset_node_module()
     )
 
 
+def test_a_dataset_pipeline_over_a_list_loads_no_array_record_remote_or_report_module():
+    # A source package's names load on first use: a list source never pays for the ArrayRecord,
+    # object-storage and stats-report modules at its start (about 15 ms of imports).
+    code = (
+        "import sys, grainlite as grain\n"
+        "ds = grain.MapDataset.source(list(range(10))).shuffle(seed=1).map(lambda x: x + 1)\n"
+        "got = [int(x) for b in ds.batch(5).to_iter_dataset() for x in b]\n"
+        "assert sorted(got) == list(range(1, 11)), got\n"
+        "names = ('grainlite.sources.array_record', 'grainlite.sources.remote.objects',\n"
+        "         'grainlite.sources.remote.file_objects', 'grainlite.stats.report', 'hmac')\n"
+        "print(sorted(m for m in names if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("package", ["grainlite.sources", "grainlite.sources.remote"])
+def test_each_name_of_a_source_package_loads_from_its_module_on_first_use(package):
+    facade = importlib.import_module(package)
+    assert sorted(facade.__all__) == sorted(facade._WHERE)
+    for name in facade.__all__:
+        where = facade._WHERE[name]
+        module = importlib.import_module(where if "." in where else f"{package}.{where}")
+        assert getattr(facade, name) is getattr(module, name), name
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = facade.Nope
+
+
 @pytest.mark.parametrize(
     ("name", "module"),
     [

@@ -9,7 +9,7 @@ iterator, most experimental nodes) are walked through and left out of the table.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grainlite.stats.counters import (
     ENABLED,
@@ -18,7 +18,9 @@ from grainlite.stats.counters import (
     StageCounter,
     merge_stages,
 )
-from grainlite.stats.report import Stats, build
+
+if TYPE_CHECKING:
+    from grainlite.stats.report import Stats
 
 _NEVER = 1 << 62
 
@@ -123,6 +125,8 @@ def _split(iterator: Any) -> tuple[list[dict[str, Any]], Any]:
 
 def dataset_stats(iterator: Any) -> Stats:
     """The stats of a Dataset API iterator tree (see the module docstring)."""
+    from grainlite.stats.report import build  # on first stats(): every Dataset node imports this
+
     above, clocked = _split(iterator)
     if clocked is None:
         counters = ParentCounters(0)

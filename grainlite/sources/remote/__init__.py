@@ -24,16 +24,43 @@ still failing after the retries :class:`~grainlite.errors.RemoteReadError`. The 
 
 from __future__ import annotations
 
-from grainlite.sources.remote.config import RequestOptions, is_remote, parse_url
-from grainlite.sources.remote.file_objects import RemoteReader, RemoteWriter, open_read, open_write
-from grainlite.sources.remote.objects import (
-    ObjectInfo,
-    list_glob,
-    object_info,
-    object_size,
-    read_range,
-    write_bytes,
-)
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from grainlite.sources.remote.config import RequestOptions, is_remote, parse_url
+    from grainlite.sources.remote.file_objects import (
+        RemoteReader,
+        RemoteWriter,
+        open_read,
+        open_write,
+    )
+    from grainlite.sources.remote.objects import (
+        ObjectInfo,
+        list_glob,
+        object_info,
+        object_size,
+        read_range,
+        write_bytes,
+    )
+
+# Imported on first use: a local source asks only ``config.is_remote``, and this package's
+# other modules (the requests, the file objects) cost several milliseconds to import.
+_WHERE = {
+    "ObjectInfo": "objects",
+    "RemoteReader": "file_objects",
+    "RemoteWriter": "file_objects",
+    "RequestOptions": "config",
+    "is_remote": "config",
+    "list_glob": "objects",
+    "object_info": "objects",
+    "object_size": "objects",
+    "open_read": "file_objects",
+    "open_write": "file_objects",
+    "parse_url": "config",
+    "read_range": "objects",
+    "write_bytes": "objects",
+}
 
 __all__ = [
     "ObjectInfo",
@@ -50,3 +77,16 @@ __all__ = [
     "read_range",
     "write_bytes",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'grainlite.sources.remote' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f"grainlite.sources.remote.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
