@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import multiprocessing
@@ -294,6 +295,32 @@ def test_close_releases_the_readers_and_a_later_read_reopens_them(shards):
     assert open_descriptors() == before
     assert source[0] == expected[0]
     source.close()
+
+
+def test_a_loader_with_workers_leaves_no_reader_open_in_the_training_process(shards):
+    # Only the workers read: the training process closes the readers it opened (here by reading
+    # a record first) once the pipeline is sent, and keeps no index in memory.
+    import grainlite as grain
+
+    paths, expected = shards
+    source = ArrayRecordDataSource(paths)
+    assert source[0] == expected[0]
+    assert [path for path in open_paths() if path.endswith(".array_record")]
+    sampler = grain.IndexSampler(len(source), grain.NoSharding(), shuffle=False, num_epochs=1)
+    loader = grain.DataLoader(data_source=source, sampler=sampler, worker_count=2)
+    with iter(loader) as iterator:
+        assert next(iterator) == expected[0]
+        assert not [path for path in open_paths() if path.endswith(".array_record")]
+        assert [next(iterator) for _ in range(len(expected) - 1)] == expected[1:]
+
+
+def open_paths() -> list[str]:
+    """What this process's descriptors point at."""
+    paths = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor, closed
+            paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return paths
 
 
 @pytest.mark.parametrize("module", [pickle, cloudpickle], ids=["pickle", "cloudpickle"])

@@ -14,6 +14,7 @@ Once an element from a later record is delivered, the state is a plain position 
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -77,9 +78,10 @@ class Pipeline(PicklesRecordsPacked, PipelineBase):
         """Closes the files this process opened for reading, where the source can reopen them
         on its next read (grainlite's ArrayRecordDataSource): the parent keeps no reader (and its
         index in memory) that only the workers use."""
-        from grainlite.sources.array_record import ArrayRecordDataSource
-
-        if type(self.source) is ArrayRecordDataSource:
+        # Not imported here: an iterating loader imports nothing (a source of that class has
+        # loaded its module already).
+        array_record = sys.modules.get("grainlite.sources.array_record")
+        if array_record is not None and type(self.source) is array_record.ArrayRecordDataSource:
             self.source.close()
 
     def pickled(self) -> bytes:
