@@ -284,7 +284,12 @@ class BlockReader:
         ``read`` seconds to read (ending at ``end``), ``cpu`` seconds of CPU and ``waited``
         seconds waiting for a CPU."""
         if read < _GROW_S:
-            self._size = min(READ_POLICY.max_block, self._size * 2)
+            # A block read at once is read ahead too: it holds at most the process's share of
+            # read-ahead bytes (an mp_prefetch worker's share of 64 MiB), as threaded reads do.
+            most = READ_POLICY.max_block
+            if self._element_bytes:
+                most = min(most, max(self._size, read_ahead_bytes() // self._element_bytes))
+            self._size = min(most, self._size * 2)
         elif read > _SHRINK_S:
             self._size = max(1, self._size // 2)
         if self._timing:
