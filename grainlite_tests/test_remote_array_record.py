@@ -22,35 +22,14 @@ import pytest
 import grainlite as grain
 from grainlite.errors import RemoteAccessDeniedError, RemoteObjectNotFoundError
 from grainlite_tests.support.fault_proxy import FaultProxy, Faults
+from grainlite_tests.support.remote_files import RECORDS
+from grainlite_tests.support.remote_files import record as _record
+from grainlite_tests.support.remote_files import write_and_upload as _write_and_upload
 from grainlite_tests.support.seaweed import S3Server
 
 pytest.importorskip("obstore")
 
 FILES = 4
-RECORDS = 300  # per file
-
-
-def _record(file: int, index: int) -> bytes:
-    return f"{file}:{index}:".encode() + bytes(
-        [1 + index % 250]
-    )  # no NUL: batches strip them * (200 + 37 * (index % 13))
-
-
-def _write_and_upload(server: S3Server, folder: Path, keys: list[str]) -> list[str]:
-    """File ``i`` of ``keys`` written locally (``RECORDS`` records of ``_record(i, ...)``,
-    group_size:1) and uploaded under its key; returns the local paths."""
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    paths = []
-    for file, key in enumerate(keys):
-        path = folder / key.rsplit("/", 1)[-1]
-        writer = ArrayRecordWriter(str(path), "group_size:1")
-        for index in range(RECORDS):
-            writer.write(_record(file, index))
-        writer.close()
-        server.put_file(path, key)
-        paths.append(str(path))
-    return paths
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,11 @@ object is a new block) and CRC is the block's checksum
   ``.part`` files together never pass the limit. To make room, the least recently used blocks
   that no reader holds are removed; where every block is held, the download waits (and tells
   the other processes, through ``.waiting``, to let go of blocks they hold but do not read).
-- **Checked on use.** A process checks a block's size and checksum the first time it uses it; a
-  damaged block is removed and fetched again, never served.
+- **Checked once per run.** A block's size and checksum are checked the first time a run uses
+  it (computed as it is written, by the process that downloads it); the other processes of the
+  run, its workers, trust that check while the block is unchanged on disk, and check it again
+  otherwise (:mod:`~grainlite.sources.remote.cache_blocks`). A damaged block is removed and
+  fetched again, never served. A new run checks every block again.
 - **Held while read.** A reader holds a block with a shared ``flock`` on it (a
   :class:`~grainlite.sources.remote.cache_blocks.Pin`); eviction takes the block only if it gets
   an exclusive lock, so a block being read is never removed.
@@ -44,7 +47,16 @@ from pathlib import Path
 from typing import Any
 
 from grainlite.errors import GrainliteValueError
-from grainlite.sources.remote.cache_blocks import PART_BYTES, Blob, Pin, checksum, write_at
+from grainlite.sources.remote.cache_blocks import (
+    PART_BYTES,
+    Blob,
+    Pin,
+    checked_in_run,
+    checksum,
+    mark,
+    record_check,
+    write_at,
+)
 from grainlite.sources.remote.cache_process import process_state
 from grainlite.sources.remote.cache_room import CacheRoom
 from grainlite.sources.remote.objects import stream_range
@@ -86,6 +98,7 @@ class ShardCache(CacheRoom):
             )
         self.limit = int(limit_bytes)
         self.storage_options = storage_options
+        self.run = process_state().run  # travels with the source to the run's workers
 
     def check_fits(self, blobs: list[Blob]) -> None:
         """Raises if one of ``blobs`` is larger than the limit (it could never be cached)."""
@@ -172,24 +185,31 @@ class ShardCache(CacheRoom):
             if not same:  # evicted between the open and the lock
                 os.close(fd)
                 continue
-            if self._intact(path, fd, now.st_ino, now.st_size, blob):
-                with contextlib.suppress(OSError):
-                    os.utime(path)  # most recently used
+            if self._intact(path, fd, now, blob):
+                with contextlib.suppress(OSError):  # most recently used (the block's own times
+                    os.utime(self.directory / f"{blob.key}.lock")  # are its check's mark)
                 return Pin(path, fd, now.st_size)
             os.close(fd)
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # damaged: never served, fetched again
 
-    def _intact(self, path: Path, fd: int, inode: int, size: int, blob: Blob) -> bool:
+    def _intact(self, path: Path, fd: int, now: os.stat_result, blob: Blob) -> bool:
+        """Whether the block at ``path`` (open as ``fd``, ``now`` its stat) is whole and
+        undamaged: checked in this process or run while it was as it is now, else read and
+        checked (and the check recorded for the run)."""
         state = process_state()
-        mark = (str(path), inode, size)
-        if mark in state.checked:
+        seen = (str(path), mark(now))
+        if seen in state.checked:
             return True
-        expected = path.name.split(".")[1]
-        good = size == blob.size and f"{checksum(fd, size):08x}" == expected
-        if good:
-            state.checked.add(mark)
-        return good
+        crc = path.name.split(".")[1]
+        if now.st_size != blob.size:
+            return False
+        if not checked_in_run(self.directory, blob.key, self.run, crc, seen[1]):
+            if f"{checksum(fd, now.st_size):08x}" != crc:
+                return False
+            record_check(self.directory, blob.key, self.run, crc, seen[1])
+        state.checked.add(seen)
+        return True
 
     # -- download locks ----------------------------------------------------------------------------
 
@@ -235,7 +255,9 @@ class ShardCache(CacheRoom):
                 part.unlink()
             os.close(fd)
             raise
-        process_state().checked.add((str(final), os.fstat(fd).st_ino, blob.size))
+        written = mark(os.fstat(fd))  # after the rename, which sets the change time
+        process_state().checked.add((str(final), written))
+        record_check(self.directory, blob.key, self.run, f"{crc:08x}", written)
         return Pin(final, fd, blob.size)
 
     def _fetch_parts(self, blob: Blob, fd: int) -> list[int]:

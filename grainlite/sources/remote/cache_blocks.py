@@ -5,6 +5,15 @@ One object is one block, ``KEY.CRC.blk``: KEY hashes the URL, size and ETag (:at
 changed object is a new block) and CRC is the block's checksum (:func:`checksum`), so a block's
 name alone says which object it holds and what its bytes must sum to (checked on first use).
 
+**Checked once per run, again once changed.** The process that downloads a block, or the first
+that reads all of it back to check it, records the check in ``KEY.ok`` (:func:`record_check`):
+the run that checked (:attr:`ProcessState.run
+<grainlite.sources.remote.cache_process.ProcessState.run>`, the token of the training process,
+which its workers get with the source) and the block's :func:`mark` when checked. The other
+processes of that run trust the check while the block's mark is the same
+(:func:`checked_in_run`): a write through the file system changes its modification and change
+times, a replaced block its inode. A new run checks each block again, on first use.
+
 **Held while read.** A reader holds a block with a shared ``flock`` on it (a :class:`Pin`);
 eviction (:mod:`grainlite.sources.remote.cache_room`) takes the block only if it gets an
 exclusive lock, so a block being read is never removed.
@@ -62,6 +71,48 @@ def checksum(fd: int, size: int) -> int:
         read = os.preadv(fd, [part], start)  # fewer bytes only past the end: the check fails
         crcs += zlib.crc32(part[:read]).to_bytes(4, "big")
     return zlib.crc32(bytes(crcs))
+
+
+Mark = tuple[int, int, int, int]
+"""What a block was when it was checked: its inode, size, and modification and change times in
+nanoseconds. Writing into the block, or setting its times, changes the change time."""
+
+
+def mark(stat: os.stat_result) -> Mark:
+    """The :data:`Mark` of a block from its ``stat``."""
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def check_record_path(directory: Path, key: str) -> Path:
+    """The file recording the last check of block ``key``: ``KEY.ok`` (not counted in the room:
+    a few dozen bytes)."""
+    return directory / f"{key}.ok"
+
+
+def record_check(directory: Path, key: str, run: str, crc: str, when: Mark) -> None:
+    """Records that a process of ``run`` checked block ``key`` (checksum ``crc``) as it was at
+    ``when`` (its mark taken before it was read, so a write after that changes the mark).
+
+    One short write replaces the record; a reader that sees it half-written finds no match and
+    checks the block itself. A folder that refuses the write only costs later checks."""
+    text = " ".join([run, crc, *map(str, when)]) + "\n"
+    with contextlib.suppress(OSError):
+        path = check_record_path(directory, key)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+
+def checked_in_run(directory: Path, key: str, run: str, crc: str, now: Mark) -> bool:
+    """Whether a process of ``run`` checked block ``key`` (checksum ``crc``) and the block is
+    still what it was then (its mark is ``now``)."""
+    try:
+        text = check_record_path(directory, key).read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return text.endswith("\n") and text[:-1].split(" ") == [run, crc, *map(str, now)]
 
 
 class Pin:

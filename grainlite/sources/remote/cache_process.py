@@ -8,6 +8,7 @@ threads, checks or pins (they are the parent's), and the record of a dead parent
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -19,7 +20,8 @@ DOWNLOAD_REQUESTS = 16
 
 
 class ProcessState:
-    """What one process keeps: its download threads and the blocks it checked."""
+    """What one process keeps: its download threads, the blocks it checked and its run token
+    (:attr:`run`: the checks a process of one run records, the others trust)."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
@@ -29,7 +31,10 @@ class ProcessState:
         # the queue came after the others and held up the epoch's first whole-file reads.
         self.ahead = IdlePool(16, "grainlite-fetch-ahead")
         self.queued: dict[str, Future[Any]] = {}
-        self.checked: set[tuple[str, int, int]] = set()  # (path, inode, size) verified here
+        # (path, mark): blocks checked here, or by another process of this run, as they were then
+        self.checked: set[tuple[str, tuple[int, int, int, int]]] = set()
+        # The run of the caches this process makes; a source sent to a worker keeps its own.
+        self.run = secrets.token_hex(8)
         self.pinned = 0  # bytes of blocks this process holds with live pins
 
 

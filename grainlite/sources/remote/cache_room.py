@@ -4,11 +4,11 @@ disk by reserving space before a download and evicting blocks no reader holds.
 **The limit holds on disk.** Space is reserved under ``.space.lock`` before a download: the
 ``.part`` file is sized to the whole object at once, and the sizes of all ``.blk`` and ``.part``
 files together never pass the limit. To make room, the least recently used blocks that no reader
-holds are removed (a block is held by a shared ``flock``, a
-:class:`~grainlite.sources.remote.cache_blocks.Pin`; eviction takes it only with an exclusive
-one); where every block is held, the download waits (and tells the other processes, through
-``.waiting``, to let go of blocks they hold but do not read). A ``.part`` whose writer is gone
-(its lock is free) is removed before room is counted.
+holds are removed (a reader marks a block used by touching its ``KEY.lock``; a block is held by
+a shared ``flock``, a :class:`~grainlite.sources.remote.cache_blocks.Pin`, and eviction takes
+it only with an exclusive one); where every block is held, the download waits (and tells the
+other processes, through ``.waiting``, to let go of blocks they hold but do not read). A
+``.part`` whose writer is gone (its lock is free) is removed before room is counted.
 
 A wait that only this process could end (the blocks it pins itself leave no room) ends after
 :data:`OWN_WAIT_S`, one that other processes may end after :data:`SPACE_WAIT_S`, each with an
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from grainlite.errors import GrainliteRuntimeError
-from grainlite.sources.remote.cache_blocks import Blob
+from grainlite.sources.remote.cache_blocks import Blob, check_record_path
 from grainlite.sources.remote.cache_process import process_state
 
 SPACE_WAIT_S = 600.0
@@ -143,6 +143,15 @@ class CacheRoom:
             finally:
                 os.close(fd)
 
+    def _last_used(self, entry: os.DirEntry[str]) -> float:
+        """When the block ``entry`` was last used: the time its ``KEY.lock`` was last touched (a
+        reader touches it; the block's own times are the mark of its check), else when the block
+        was written."""
+        used = entry.stat().st_mtime
+        with contextlib.suppress(FileNotFoundError):
+            used = max(used, (self.directory / f"{entry.name.split('.')[0]}.lock").stat().st_mtime)
+        return used
+
     def _evict(self, needed: int) -> int:
         """Removes least recently used blocks no reader holds until ``needed`` bytes are free;
         returns the bytes freed."""
@@ -151,7 +160,7 @@ class CacheRoom:
         for entry in os.scandir(self.directory):
             if entry.name.endswith(".blk"):
                 with contextlib.suppress(FileNotFoundError):
-                    blocks.append((entry.stat().st_mtime, entry.path))
+                    blocks.append((self._last_used(entry), entry.path))
         for _, path in sorted(blocks):
             if freed >= needed:
                 break
@@ -168,6 +177,8 @@ class CacheRoom:
                 size = os.fstat(fd).st_size
                 os.unlink(path)
                 freed += size
+                key = os.path.basename(path).split(".")[0]
+                check_record_path(self.directory, key).unlink(missing_ok=True)
             except FileNotFoundError:
                 pass
             finally:

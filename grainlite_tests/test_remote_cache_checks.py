@@ -1,0 +1,162 @@
+"""The host cache's checks and its eviction order, on a real S3 server (SeaweedFS on 127.0.0.1)
+with real worker processes: a block is read whole to check it once per run (the processes of the
+run, its workers, trust the check of the process that downloaded it), again once it changed on
+disk or in a new run; eviction takes the least recently read block first."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import grainlite as grain
+from grainlite.sources.remote.cache_blocks import Blob
+from grainlite.sources.remote.objects import object_info
+from grainlite_tests.support.remote_files import RECORDS, record, write_and_upload
+from grainlite_tests.support.seaweed import S3Server
+
+pytest.importorskip("obstore")
+
+FILES = 3
+
+
+@pytest.fixture(scope="module")
+def data(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory):
+    """Three ArrayRecord files uploaded under ``checks/``: (the size of each, the server)."""
+    keys = [f"checks/part-{file}.array_record" for file in range(FILES)]
+    paths = write_and_upload(s3_server, tmp_path_factory.mktemp("checks"), keys)
+    sizes = {os.path.getsize(path) for path in paths}
+    assert len(sizes) == 1  # records differ by index only
+    return sizes.pop(), s3_server
+
+
+def _source(data, cache: Path, endpoint: str | None = None, **kwargs):
+    server = data[1]
+    return grain.ArrayRecordDataSource(
+        server.url("checks/part-*.array_record"),
+        storage_options=server.storage_options(endpoint),
+        cache_dir=cache,
+        **kwargs,
+    )
+
+
+def _everything() -> collections.Counter:
+    return collections.Counter(record(f, i) for f in range(FILES) for i in range(RECORDS))
+
+
+def _read_by_workers(source, workers: int) -> collections.Counter:
+    loader = grain.DataLoader(
+        data_source=source,
+        sampler=grain.IndexSampler(
+            len(source), grain.NoSharding(), shuffle=True, num_epochs=1, seed=3
+        ),
+        operations=[grain.Batch(10)],
+        worker_count=workers,
+    )
+    return collections.Counter(bytes(row) for batch in loader for row in batch)
+
+
+def _check_records(cache: Path) -> dict[str, tuple[int, str]]:
+    """Each check record of the cache: its modification time and its text."""
+    return {path.name: (path.stat().st_mtime_ns, path.read_text()) for path in cache.glob("*.ok")}
+
+
+def _damage(block: Path) -> None:
+    with open(block, "r+b") as file:
+        file.seek(os.path.getsize(block) // 2)
+        file.write(b"\xff" * 16)
+
+
+def test_the_workers_of_a_run_trust_the_check_of_the_process_that_downloaded_each_block(
+    data, tmp_path
+):
+    cache = tmp_path / "cache"
+    source = _source(data, cache)
+    assert [source[f * RECORDS] for f in range(FILES)] == [record(f, 0) for f in range(FILES)]
+    checks = _check_records(cache)
+    assert len(checks) == FILES and len(list(cache.glob("*.blk"))) == FILES
+    time.sleep(0.05)  # a check written again now would show a later time
+    assert _read_by_workers(source, 2) == _everything()
+    assert _check_records(cache) == checks  # no worker read a block whole to check it
+
+
+def test_a_new_run_checks_each_block_again(data, tmp_path):
+    cache = tmp_path / "cache"
+    source = _source(data, cache)
+    firsts = [record(f, 0).decode() for f in range(FILES)]
+    assert [source[f * RECORDS].decode() for f in range(FILES)] == firsts
+    checks = _check_records(cache)
+    assert len(checks) == FILES
+    server = data[1]
+    code = (
+        "import grainlite as grain; "
+        f"s = grain.ArrayRecordDataSource({server.url('checks/part-*.array_record')!r}, "
+        f"storage_options={server.storage_options()!r}, cache_dir={str(cache)!r}); "
+        f"print(*[s[f * {RECORDS}].decode() for f in range({FILES})])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == firsts
+    again = _check_records(cache)
+    assert again.keys() == checks.keys()
+    for name, (_, text) in again.items():  # each recorded by the new run, for the same block
+        assert text.split()[0] != checks[name][1].split()[0]
+        assert text.split()[1:] == checks[name][1].split()[1:]
+
+
+def test_a_block_changed_after_its_check_is_checked_again_within_the_run(data, tmp_path):
+    cache = tmp_path / "cache"
+    source = _source(data, cache)
+    assert [source[f * RECORDS] for f in range(FILES)] == [record(f, 0) for f in range(FILES)]
+    source.close()  # lets the blocks go, so that a damaged one can be removed
+    for block in cache.glob("*.blk"):
+        _damage(block)
+    # The workers of the same run: the recorded checks no longer match the blocks.
+    assert _read_by_workers(source, 1) == _everything()
+    source.close()
+    for block in cache.glob("*.blk"):
+        _damage(block)
+    # The process that checked them itself.
+    assert collections.Counter(source[k] for k in range(len(source))) == _everything()
+    source.close()
+
+
+def test_eviction_takes_the_least_recently_read_block_first(data, tmp_path):
+    size, server = data
+    cache = tmp_path / "cache"
+    urls = [server.url(f"checks/part-{file}.array_record") for file in range(FILES)]
+    infos = [object_info(url, server.storage_options()) for url in urls]
+    names = {
+        Blob(url, info.size, info.etag).key: f for f, (url, info) in enumerate(zip(urls, infos))
+    }
+
+    def cached() -> set[int]:
+        return {names[path.name.split(".")[0]] for path in cache.glob("*.blk")}
+
+    def read(file: int) -> None:  # a source of this file alone: none other is fetched ahead
+        source = grain.ArrayRecordDataSource(
+            urls[file],
+            storage_options=server.storage_options(),
+            cache_dir=cache,
+            cache_limit_bytes=2 * size + 100,
+        )
+        assert source[5] == record(file, 5)
+        source.close()
+
+    read(0)
+    read(1)
+    assert cached() == {0, 1}
+    long_ago = time.time() - 100
+    for key, file in names.items():  # file 0 used long before file 1
+        if file == 2:
+            continue
+        for path in [*cache.glob(f"{key}.*.blk"), cache / f"{key}.lock"]:
+            os.utime(path, (long_ago + 10 * file,) * 2)
+    read(0)  # now the more recently used
+    time.sleep(0.05)  # later by more than the clock's step
+    read(2)  # room for file 2: file 1 goes
+    assert cached() == {0, 2}
