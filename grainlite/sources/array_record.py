@@ -39,6 +39,7 @@ from grainlite.sources.array_record_files import (
     resolve,
 )
 from grainlite.sources.array_record_readers import ProcessReaders
+from grainlite.sources.distinct import distinct, in_order_of_first
 from grainlite.sources.protocol import int64_keys, key_out_of_range
 from grainlite.sources.remote.config import is_remote
 
@@ -184,7 +185,7 @@ class ArrayRecordDataSource:
         file_of = np.searchsorted(self._ends_array, array, side="right")
         cut = first_copies.keys_within_files(file_of)
         file_of, positions = file_of[:cut], array[:cut] + self._shift[file_of[:cut]]
-        blobs = {index: self._files[index].blob for index in np.unique(file_of).tolist()}
+        blobs = {index: self._files[index].blob for index in distinct(file_of).tolist()}
         edges, self._edges = self._edges, {}
         work = [
             (blob, positions[file_of == index].tolist(), edges.get(index))
@@ -210,8 +211,7 @@ class ArrayRecordDataSource:
         state.hinted = True
         array = array[(array >= 0) & (array < self._len)]
         file_of = np.searchsorted(self._ends_array, array, side="right")
-        _, first = np.unique(file_of, return_index=True)
-        for index in file_of[np.sort(first)].tolist():
+        for index in in_order_of_first(file_of).tolist():
             blob = self._files[index].blob
             if blob is not None and state.readers[index] is None:
                 self._cache.fetch_ahead(blob)
@@ -287,7 +287,7 @@ class ArrayRecordDataSource:
         if file_of[0] == file_of[-1] and (file_of == file_of[0]).all():
             return self._read_file(int(file_of[0]), positions, read)
         records: list[bytes] = [b""] * array.size
-        for index in np.unique(file_of).tolist():
+        for index in distinct(file_of).tolist():
             at = np.flatnonzero(file_of == index)
             for slot, record in zip(at.tolist(), self._read_file(index, positions[at], read)):
                 records[slot] = record

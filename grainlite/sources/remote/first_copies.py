@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.sources.distinct import first_positions
 from grainlite.sources.remote.cache_blocks import Blob, write_at
 from grainlite.sources.remote.files import FIRST_TAIL, HEAD_BYTES
 from grainlite.sources.remote.idle_pool import IdlePool
@@ -106,10 +107,10 @@ def keys_within_files(file_of: np.ndarray) -> int:
     """How many of the keys in reading order (``file_of``: each key's file) to copy: those
     before the key of the :data:`MAX_FILES` + 1-th file they touch (each copy costs its file's
     head and index; the reads past them wait for the files, as without copies)."""
-    _, first = np.unique(file_of, return_index=True)
+    first = first_positions(file_of)
     if first.size <= MAX_FILES:
         return int(file_of.size)
-    return int(np.sort(first)[MAX_FILES])
+    return int(first[MAX_FILES])
 
 
 Edges = tuple[memoryview, memoryview]
