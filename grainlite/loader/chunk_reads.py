@@ -17,7 +17,7 @@ read, as before).
 
 A source that takes read-ahead hints (:data:`~grainlite.options.READ_POLICY`) is told the keys a
 little ahead of each read, and :func:`hint_first_keys` tells it the sampler's first keys from the
-training process while worker processes start.
+training process just before worker processes start.
 """
 
 from __future__ import annotations
@@ -179,9 +179,9 @@ def _custom_reader(
 
 def hint_first_keys(sampler: Any, source: Any) -> None:
     """Tells a source that takes read-ahead hints (:data:`~grainlite.options.READ_POLICY`) the
-    first ``tell_ahead`` keys of the sampler, from the training process while worker processes
-    start (their interpreters take a second or more): a remote source fetches the files they need
-    meanwhile. Advisory: a sampler that cannot say its keys cheaply gives no hint."""
+    first ``tell_ahead`` keys of the sampler, from the training process just before its worker
+    processes start: a remote source fetches the files they need while the workers start.
+    Advisory: a sampler that cannot say its keys cheaply gives no hint."""
     prefetch = READ_POLICY.prefetcher(source)
     record_keys = getattr(sampler, "record_keys", None)
     if prefetch is None or record_keys is None or not hasattr(sampler, "seed"):
