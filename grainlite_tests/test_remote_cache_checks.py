@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -106,6 +107,27 @@ def test_a_new_run_checks_each_block_again(data, tmp_path):
     for name, (_, text) in again.items():  # each recorded by the new run, for the same block
         assert text.split()[0] != checks[name][1].split()[0]
         assert text.split()[1:] == checks[name][1].split()[1:]
+
+
+def test_a_source_kept_past_its_run_checks_each_block_again(data, tmp_path):
+    cache, kept = tmp_path / "cache", tmp_path / "source.pickle"
+    server = data[1]
+    code = (
+        "import pickle, grainlite as grain; "
+        f"s = grain.ArrayRecordDataSource({server.url('checks/part-*.array_record')!r}, "
+        f"storage_options={server.storage_options()!r}, cache_dir={str(cache)!r}); "
+        f"[s[f * {RECORDS}] for f in range({FILES})]; "
+        f"open({str(kept)!r}, 'wb').write(pickle.dumps(s))"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)  # its run ends with it
+    checks = _check_records(cache)
+    assert len(checks) == FILES
+    time.sleep(0.05)  # a check written again now would show a later time
+    source = pickle.loads(kept.read_bytes())
+    assert [source[f * RECORDS] for f in range(FILES)] == [record(f, 0) for f in range(FILES)]
+    source.close()
+    again = _check_records(cache)
+    assert all(again[name][0] > checks[name][0] for name in checks)  # each block read again
 
 
 def test_a_block_changed_after_its_check_is_checked_again_within_the_run(data, tmp_path):

@@ -10,9 +10,10 @@ that reads all of it back to check it, records the check in ``KEY.ok`` (:func:`r
 the run that checked (:attr:`ProcessState.run
 <grainlite.sources.remote.cache_process.ProcessState.run>`, the token of the training process,
 which its workers get with the source) and the block's :func:`mark` when checked. The other
-processes of that run trust the check while the block's mark is the same
-(:func:`checked_in_run`): a write through the file system changes its modification and change
-times, a replaced block its inode. A new run checks each block again, on first use.
+processes of that run trust the check while the run goes on (its training process lives) and the
+block's mark is the same (:func:`checked_in_run`): a write through the file system changes its
+modification and change times, a replaced block its inode. A new run checks each block again,
+on first use.
 
 **Held while read.** A reader holds a block with a shared ``flock`` on it (a :class:`Pin`);
 eviction (:mod:`grainlite.sources.remote.cache_room`) takes the block only if it gets an
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grainlite.sources.remote.cache_process import process_state
+from grainlite.sources.remote.cache_process import process_state, run_alive
 
 PART_BYTES = 8 << 20
 """Bytes per ranged GET of a download, and per CRC-32 of the checksum."""
@@ -106,8 +107,11 @@ def record_check(directory: Path, key: str, run: str, crc: str, when: Mark) -> N
 
 
 def checked_in_run(directory: Path, key: str, run: str, crc: str, now: Mark) -> bool:
-    """Whether a process of ``run`` checked block ``key`` (checksum ``crc``) and the block is
-    still what it was then (its mark is ``now``)."""
+    """Whether a process of ``run``, a run still going (its training process lives), checked
+    block ``key`` (checksum ``crc``) and the block is still what it was then (its mark is
+    ``now``)."""
+    if not run_alive(run):
+        return False
     try:
         text = check_record_path(directory, key).read_text()
     except (OSError, UnicodeDecodeError):

@@ -34,11 +34,30 @@ class ProcessState:
         # (path, mark): blocks checked here, or by another process of this run, as they were then
         self.checked: set[tuple[str, tuple[int, int, int, int]]] = set()
         # The run of the caches this process makes; a source sent to a worker keeps its own.
-        self.run = secrets.token_hex(8)
+        self.run = f"{self.pid}.{_started(self.pid)}.{secrets.token_hex(4)}"
         self.pinned = 0  # bytes of blocks this process holds with live pins
 
 
 _states: dict[int, ProcessState] = {}
+
+
+def run_alive(run: str) -> bool:
+    """Whether the process that made the run token ``run`` (:attr:`ProcessState.run`) still
+    lives: a run is the life of its training process, so a source kept past it (pickled to disk
+    and loaded by a later job) starts a new run's checks."""
+    pid, started, _ = [*run.split("."), "", "", ""][:3]
+    return started != "None" and pid.isdigit() and _started(int(pid)) == started
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from ``/proc``), telling it from a
+    later process given the same id; None where it is gone or the system has no ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            fields = file.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19].decode() if len(fields) > 19 else None
 
 
 def process_state() -> ProcessState:
