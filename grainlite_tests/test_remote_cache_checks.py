@@ -182,3 +182,12 @@ def test_eviction_takes_the_least_recently_read_block_first(data, tmp_path):
     time.sleep(0.05)  # later by more than the clock's step
     read(2)  # room for file 2: file 1 goes
     assert cached() == {0, 2}
+
+
+def test_the_default_limit_is_three_quarters_of_the_folder_s_free_space(tmp_path):
+    import shutil
+
+    from grainlite.sources.remote.cache import ShardCache
+
+    limit = ShardCache(tmp_path).limit
+    assert abs(limit - shutil.disk_usage(tmp_path).free * 3 // 4) < 64 << 20  # others write too

@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import tempfile
 import time
 import zlib
@@ -90,7 +89,8 @@ class ShardCache(CacheRoom):
         self.directory = Path(directory) if directory is not None else default_directory()
         self.directory.mkdir(parents=True, exist_ok=True)
         if limit_bytes is None:
-            limit_bytes = shutil.disk_usage(self.directory).free * 3 // 4
+            space = os.statvfs(self.directory)  # shutil.disk_usage's answer, without shutil's
+            limit_bytes = space.f_bavail * space.f_frsize * 3 // 4  # imports (bz2, lzma: 4 ms)
         elif isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes <= 0:
             raise GrainliteValueError(
                 f"cache_limit_bytes must be an int > 0 (got {limit_bytes!r:.200}); pass the most "
