@@ -36,13 +36,12 @@ def data(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory):
     return sizes.pop(), s3_server
 
 
-def _source(data, cache: Path, endpoint: str | None = None, **kwargs):
+def _source(data, cache: Path):
     server = data[1]
     return grain.ArrayRecordDataSource(
         server.url("checks/part-*.array_record"),
-        storage_options=server.storage_options(endpoint),
+        storage_options=server.storage_options(),
         cache_dir=cache,
-        **kwargs,
     )
 
 
