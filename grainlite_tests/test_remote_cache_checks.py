@@ -175,12 +175,135 @@ def test_eviction_takes_the_least_recently_read_block_first(data, tmp_path):
     for key, file in names.items():  # file 0 used long before file 1
         if file == 2:
             continue
-        for path in [*cache.glob(f"{key}.*.blk"), cache / f"{key}.lock"]:
+        for path in [cache / f"{key}.blk", cache / f"{key}.lock"]:
             os.utime(path, (long_ago + 10 * file,) * 2)
     read(0)  # now the more recently used
     time.sleep(0.05)  # later by more than the clock's step
     read(2)  # room for file 2: file 1 goes
     assert cached() == {0, 2}
+    evicted = next(key for key, file in names.items() if file == 1)
+    assert (cache / f"{evicted}.sum").exists()  # the object's checksum outlives its block
+    assert not (cache / f"{evicted}.ok").exists()
+
+
+_LISTED: list[str] | None = None  # while a test collects them: the folders listed
+_HOOKED = False
+
+
+def _note_listings(event: str, args: tuple) -> None:
+    if _LISTED is not None and event in ("os.scandir", "os.listdir"):
+        _LISTED.append(os.fspath(args[0]) if args and args[0] is not None else ".")
+
+
+def test_a_cached_block_is_found_without_listing_the_cache_folder(data, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for n in range(2000):  # other objects' leftovers: a listing would have to read them all
+        (cache / f"{n:040x}.lock").touch()
+    source = _source(data, cache)
+    assert [source[f * RECORDS] for f in range(FILES)] == [record(f, 0) for f in range(FILES)]
+    source.close()
+
+    def read_again() -> None:
+        again = _source(data, cache)
+        assert [again[f * RECORDS + 7] for f in range(FILES)] == [
+            record(f, 7) for f in range(FILES)
+        ]
+        assert all(again.__getitems__([f * RECORDS + 9]) == [record(f, 9)] for f in range(FILES))
+        again.close()
+
+    assert _listings_of(cache, read_again) == []
+
+
+def _listings_of(folder: Path, work) -> list[str]:
+    """The listings of ``folder`` (``os.scandir``, ``os.listdir``) while ``work()`` runs."""
+    global _LISTED, _HOOKED
+    if not _HOOKED:  # an audit hook lasts for the process: it notes only while _LISTED is set
+        sys.addaudithook(_note_listings)
+        _HOOKED = True
+    _LISTED = []
+    try:
+        work()
+        listed = _LISTED
+    finally:
+        _LISTED = None
+    return [path for path in listed if Path(path).resolve() == folder.resolve()]
+
+
+def test_a_download_with_room_to_spare_lists_nothing_after_the_process_s_first(data, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    server = data[1]
+    urls = [server.url(f"checks/part-{file}.array_record") for file in range(FILES)]
+    sources = [
+        grain.ArrayRecordDataSource(url, storage_options=server.storage_options(), cache_dir=cache)
+        for url in urls
+    ]
+    first = _listings_of(cache, lambda: sources[0][0])
+    assert first  # the folder counted once: the ledger is new
+    later = _listings_of(cache, lambda: [source[1] for source in sources[1:]])
+    assert later == []
+    assert len(list(cache.glob("*.blk"))) == FILES
+    ledger = int((cache / ".space.lock").read_text())
+    assert ledger == sum(path.stat().st_size for path in cache.glob("*.blk"))
+    for source in sources:
+        source.close()
+
+
+@pytest.mark.parametrize("ledger", ["999999999999\n", "damaged"])
+def test_a_ledger_that_counts_too_much_or_is_damaged_is_counted_again_before_evicting(
+    data, tmp_path, ledger
+):
+    size, server = data
+    cache = tmp_path / "cache"
+    urls = [server.url(f"checks/part-{file}.array_record") for file in range(FILES)]
+
+    def read(file: int) -> None:
+        source = grain.ArrayRecordDataSource(
+            urls[file],
+            storage_options=server.storage_options(),
+            cache_dir=cache,
+            cache_limit_bytes=FILES * size + 100,
+        )
+        assert source[5] == record(file, 5)
+        source.close()
+
+    read(0)
+    read(1)
+    (cache / ".space.lock").write_text(ledger)  # a block removed by hand, a torn write
+    read(2)  # room for all three: nothing evicted
+    assert len(list(cache.glob("*.blk"))) == FILES
+    assert int((cache / ".space.lock").read_text()) == FILES * size
+
+
+def test_a_block_whose_checksum_file_is_lost_or_damaged_is_fetched_again(data, tmp_path):
+    cache = tmp_path / "cache"
+    source = _source(data, cache)
+    assert [source[f * RECORDS] for f in range(FILES)] == [record(f, 0) for f in range(FILES)]
+    source.close()
+    sums = sorted(cache.glob("*.sum"))
+    assert len(sums) == FILES
+    written = {path.name: path.stat().st_mtime_ns for path in cache.glob("*.blk")}
+    time.sleep(0.05)  # a block written again now would show a later time
+    sums[0].unlink()
+    sums[1].write_text("not a checksum\n")
+    # A new run: it checks each block against its checksum file.
+    server = data[1]
+    code = (
+        "import collections, grainlite as grain; "
+        f"s = grain.ArrayRecordDataSource({server.url('checks/part-*.array_record')!r}, "
+        f"storage_options={server.storage_options()!r}, cache_dir={str(cache)!r}); "
+        "print(sorted(collections.Counter(s[k] for k in range(len(s))).items()) == "
+        f"sorted({dict(_everything())!r}.items()))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True"]
+    now = {path.name: path.stat().st_mtime_ns for path in cache.glob("*.blk")}
+    assert now.keys() == written.keys()
+    fetched = {name for name in now if now[name] != written[name]}
+    assert fetched == {path.name.replace(".sum", ".blk") for path in sums[:2]}
+    assert sorted(cache.glob("*.sum")) == sums  # written anew with the blocks
+    assert all(len(path.read_text()) == 9 for path in sums)
 
 
 def test_the_default_limit_is_three_quarters_of_the_folder_s_free_space(tmp_path):

@@ -1,16 +1,17 @@
 """The host's cache of remote files: whole objects in a local folder, shared by every process of
 the host without a server, within a size limit that is never exceeded.
 
-One object is one *block*: ``KEY.CRC.blk``, where KEY hashes the URL, size and ETag (a changed
-object is a new block) and CRC is the block's checksum
-(:func:`~grainlite.sources.remote.cache_blocks.checksum`). The rules:
+One object is one *block*: ``KEY.blk``, where KEY hashes the URL, size and ETag (a changed
+object is a new block), found by that name without listing the folder; its checksum
+(:func:`~grainlite.sources.remote.cache_blocks.checksum`) is in ``KEY.sum``. The rules:
 
 - **One download per block per host.** A process takes ``KEY.lock`` (``flock``, exclusive) before
   it downloads a block; the others wait on it and then find the block. A lock dies with its
   process, so a reader that dies mid-download never blocks the others.
 - **Nothing half-written is served.** A download goes to ``KEY.PID.TOKEN.part`` (locked by its
   writer) and is renamed to its ``.blk`` name, atomically, only once every byte arrived and the
-  checksum is computed. A ``.part`` whose writer is gone (its lock is free) is removed.
+  checksum is computed and written to ``KEY.sum``. A ``.part`` whose writer is gone (its lock is
+  free) is removed.
 - **The limit holds on disk.** Space is reserved under ``.space.lock`` before a download: the
   ``.part`` file is sized to the whole object at once, and the sizes of all ``.blk`` and
   ``.part`` files together never pass the limit. To make room, the least recently used blocks
@@ -50,11 +51,14 @@ from grainlite.sources.remote.cache_blocks import (
     PART_BYTES,
     Blob,
     Pin,
+    block_path,
     checked_in_run,
     checksum,
     mark,
+    read_sum,
     record_check,
     write_at,
+    write_sum,
 )
 from grainlite.sources.remote.cache_process import process_state
 from grainlite.sources.remote.cache_room import CacheRoom
@@ -141,13 +145,13 @@ class ShardCache(CacheRoom):
     def _fetch_quietly(self, blob: Blob) -> None:
         try:
             with contextlib.suppress(Exception):
-                if self._find(blob) is not None:
+                if self.has_block(blob):
                     return
                 lock = self._try_block_lock(blob)
                 if lock is None:
                     return  # another process downloads it
                 try:
-                    if self._find(blob) is None:
+                    if not self.has_block(blob):
                         part = self._reserve(blob, None, evict=False)
                         if part is not None:
                             self._download(blob, *part).release()
@@ -159,23 +163,17 @@ class ShardCache(CacheRoom):
 
     def has_block(self, blob: Blob) -> bool:
         """Whether the whole block of ``blob`` is in the folder (checked when first read)."""
-        return self._find(blob) is not None
-
-    def _find(self, blob: Blob) -> Path | None:
-        found = sorted(self.directory.glob(f"{blob.key}.*.blk"))
-        return found[0] if found else None
+        return block_path(self.directory, blob.key).exists()
 
     def _pin_complete(self, blob: Blob) -> Pin | None:
         """A pin on the complete block of ``blob``, checked; None if there is none (a damaged
         one is removed)."""
+        path = block_path(self.directory, blob.key)
         while True:
-            path = self._find(blob)
-            if path is None:
-                return None
             try:
                 fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
-                continue  # evicted meanwhile
+                return None  # not cached, or evicted or removed as damaged meanwhile
             fcntl.flock(fd, fcntl.LOCK_SH)
             try:
                 now = os.fstat(fd)
@@ -191,7 +189,8 @@ class ShardCache(CacheRoom):
                 return Pin(path, fd, now.st_size)
             os.close(fd)
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()  # damaged: never served, fetched again
+                if os.stat(path).st_ino == now.st_ino:  # not a new block renamed in meanwhile
+                    path.unlink()  # damaged: never served, fetched again
 
     def _intact(self, path: Path, fd: int, now: os.stat_result, blob: Blob) -> bool:
         """Whether the block at ``path`` (open as ``fd``, ``now`` its stat) is whole and
@@ -201,8 +200,8 @@ class ShardCache(CacheRoom):
         seen = (str(path), mark(now))
         if seen in state.checked:
             return True
-        crc = path.name.split(".")[1]
-        if now.st_size != blob.size:
+        crc = read_sum(self.directory, blob.key)
+        if crc is None or now.st_size != blob.size:
             return False
         if not checked_in_run(self.directory, blob.key, self.run, crc, seen[1]):
             if f"{checksum(fd, now.st_size):08x}" != crc:
@@ -246,7 +245,8 @@ class ShardCache(CacheRoom):
         try:
             crcs = self._fetch_parts(blob, fd)
             crc = zlib.crc32(b"".join(value.to_bytes(4, "big") for value in crcs))
-            final = self.directory / f"{blob.key}.{crc:08x}.blk"
+            write_sum(self.directory, blob.key, f"{crc:08x}")  # before the block is there
+            final = block_path(self.directory, blob.key)
             fcntl.flock(fd, fcntl.LOCK_SH)
             with self._space_lock():  # a listing under the lock never misses the renamed file
                 os.rename(part, final)

@@ -1,9 +1,13 @@
 """A block of the host's cache (:mod:`grainlite.sources.remote.cache`) as it lies on disk: the
 remote object it holds, its name, its checksum, and the pin that holds it while it is read.
 
-One object is one block, ``KEY.CRC.blk``: KEY hashes the URL, size and ETag (:attr:`Blob.key`; a
-changed object is a new block) and CRC is the block's checksum (:func:`checksum`), so a block's
-name alone says which object it holds and what its bytes must sum to (checked on first use).
+One object is one block, ``KEY.blk``: KEY hashes the URL, size and ETag (:attr:`Blob.key`; a
+changed object is a new block), so a block is found by its name alone, without listing the
+folder (a folder of thousands of objects' files took milliseconds to list, per lookup). What
+its bytes must sum to (:func:`checksum`, checked on first use) is in ``KEY.sum``
+(:func:`write_sum`), written by the download before the block is renamed into place. An
+object's bytes, and so its checksum, never change under one KEY, so ``KEY.sum`` outlives the
+block's eviction, as ``KEY.lock`` does: a few bytes per object, not counted in the room.
 
 **Checked once per run, again once changed.** The process that downloads a block, or the first
 that reads all of it back to check it, records the check in ``KEY.ok`` (:func:`record_check`):
@@ -82,6 +86,37 @@ nanoseconds. Writing into the block, or setting its times, changes the change ti
 def mark(stat: os.stat_result) -> Mark:
     """The :data:`Mark` of a block from its ``stat``."""
     return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def block_path(directory: Path, key: str) -> Path:
+    """The block of object ``key``: ``KEY.blk``."""
+    return directory / f"{key}.blk"
+
+
+def write_sum(directory: Path, key: str, crc: str) -> None:
+    """Writes ``crc``, the checksum of object ``key``, into ``KEY.sum``: whole or not at all (a
+    new file renamed over the old). Called by the one process that holds the object's download
+    lock, before its block is renamed into place, so a block's checksum is there before it is."""
+    new = directory / f"{key}.sum.new"  # one writer per key at a time: the download lock
+    fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, f"{crc}\n".encode())
+    finally:
+        os.close(fd)
+    os.replace(new, directory / f"{key}.sum")
+
+
+def read_sum(directory: Path, key: str) -> str | None:
+    """The checksum of object ``key`` from ``KEY.sum``; None if it is missing or damaged (the
+    block is then fetched again, which writes it anew)."""
+    try:
+        text = (directory / f"{key}.sum").read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    crc = text[:-1]
+    if not text.endswith("\n") or len(crc) != 8 or crc.strip("0123456789abcdef"):
+        return None
+    return crc
 
 
 def check_record_path(directory: Path, key: str) -> Path:

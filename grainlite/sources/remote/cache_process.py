@@ -1,5 +1,6 @@
 """What one process keeps for the host's cache (:mod:`grainlite.sources.remote.cache`): its
-download threads, the downloads it queued ahead, the blocks it checked and the bytes it pins.
+download threads, the downloads it queued ahead, the blocks it checked, the bytes it pins and the
+folders it swept of orphaned downloads.
 
 One record per process id, made on first use: a forked child starts with none of its parent's
 threads, checks or pins (they are the parent's), and the record of a dead parent is never used.
@@ -36,6 +37,7 @@ class ProcessState:
         # The run of the caches this process makes; a source sent to a worker keeps its own.
         self.run = f"{self.pid}.{_started(self.pid)}.{secrets.token_hex(4)}"
         self.pinned = 0  # bytes of blocks this process holds with live pins
+        self.swept: set[str] = set()  # cache folders whose orphaned downloads this process removed
 
 
 _states: dict[int, ProcessState] = {}

@@ -3,12 +3,23 @@ disk by reserving space before a download and evicting blocks no reader holds.
 
 **The limit holds on disk.** Space is reserved under ``.space.lock`` before a download: the
 ``.part`` file is sized to the whole object at once, and the sizes of all ``.blk`` and ``.part``
-files together never pass the limit. To make room, the least recently used blocks that no reader
-holds are removed (a reader marks a block used by touching its ``KEY.lock``; a block is held by
-a shared ``flock``, a :class:`~grainlite.sources.remote.cache_blocks.Pin`, and eviction takes
-it only with an exclusive one); where every block is held, the download waits (and tells the
-other processes, through ``.waiting``, to let go of blocks they hold but do not read). A
-``.part`` whose writer is gone (its lock is free) is removed before room is counted.
+files together never pass the limit.
+
+**Counted without listing while there is room.** The lock file also holds the *ledger*: the
+bytes those files took at the last count plus every reservation since. A reservation the ledger
+has room for lists nothing (a folder of thousands of objects' files took milliseconds to list,
+under the lock, per download). Only reservations add bytes, always through the ledger; files
+removed outside it (a download that failed, a damaged block, a user's ``rm``) leave it counting
+too much, never too little, so the limit still holds. Where the ledger says the room is short
+(or is missing or unreadable), the folder is counted again before anything is evicted.
+``.part`` files whose writer died (their lock is free) are removed, and their bytes taken off
+the ledger, at each count and at each process's first reservation in the folder.
+
+**Eviction.** To make room, the least recently used blocks that no reader holds are removed (a
+reader marks a block used by touching its ``KEY.lock``; a block is held by a shared ``flock``, a
+:class:`~grainlite.sources.remote.cache_blocks.Pin`, and eviction takes it only with an
+exclusive one); where every block is held, the download waits (and tells the other processes,
+through ``.waiting``, to let go of blocks they hold but do not read).
 
 A wait that only this process could end (the blocks it pins itself leave no room) ends after
 :data:`OWN_WAIT_S`, one that other processes may end after :data:`SPACE_WAIT_S`, each with an
@@ -55,13 +66,29 @@ class CacheRoom:
             return False
 
     @contextlib.contextmanager
-    def _space_lock(self) -> Iterator[None]:
+    def _space_lock(self) -> Iterator[int]:
+        """Holds the folder's space lock; yields the lock file's descriptor (its ledger)."""
         fd = os.open(self.directory / ".space.lock", os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            yield fd
         finally:
             os.close(fd)
+
+    @staticmethod
+    def _ledger(fd: int) -> int | None:
+        """The bytes the ledger in ``fd`` counts; None if it has none (a new folder) or it is
+        damaged."""
+        text = os.pread(fd, 32, 0)
+        if not text.endswith(b"\n") or not text[:-1].isdigit():
+            return None
+        return int(text[:-1])
+
+    @staticmethod
+    def _set_ledger(fd: int, used: int) -> None:
+        text = b"%d\n" % used
+        os.pwrite(fd, text, 0)
+        os.ftruncate(fd, len(text))
 
     def used_bytes(self) -> int:
         """The bytes of blocks in the folder, whole and being downloaded."""
@@ -81,18 +108,26 @@ class CacheRoom:
         own_since: float | None = None  # since when this process alone holds too much
         released = False
         while True:
-            with self._space_lock():
-                self._remove_orphans()
-                used = self.used_bytes()
-                if evict and used + blob.size > self.limit:
-                    used -= self._evict(used + blob.size - self.limit)
+            with self._space_lock() as ledger:
+                used = self._ledger(ledger)
+                swept = process_state().swept
+                if used is not None and str(self.directory) not in swept:
+                    used = max(0, used - self._remove_orphans())  # of processes that died
+                if used is None or used + blob.size > self.limit:  # count the folder again
+                    self._remove_orphans()
+                    used = self.used_bytes()
+                    if evict and used + blob.size > self.limit:
+                        used -= self._evict(used + blob.size - self.limit)
+                swept.add(str(self.directory))
                 if used + blob.size <= self.limit:
+                    self._set_ledger(ledger, used + blob.size)  # before the bytes are taken
                     name = f"{blob.key}.{os.getpid()}.{secrets.token_hex(4)}.part"
                     path = self.directory / name
                     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
                     fcntl.flock(fd, fcntl.LOCK_EX)
                     os.ftruncate(fd, blob.size)
                     return path, fd
+                self._set_ledger(ledger, used)
             if on_wait is None:
                 return None
             on_wait()
@@ -126,8 +161,10 @@ class CacheRoom:
                 )
             time.sleep(0.05)
 
-    def _remove_orphans(self) -> None:
-        """Removes ``.part`` files whose writer is gone (their lock is free)."""
+    def _remove_orphans(self) -> int:
+        """Removes ``.part`` files whose writer is gone (their lock is free); returns their
+        bytes."""
+        removed = 0
         for path in self.directory.glob("*.part"):
             try:
                 fd = os.open(path, os.O_RDONLY)
@@ -139,9 +176,12 @@ class CacheRoom:
                 pass  # being written
             else:
                 with contextlib.suppress(FileNotFoundError):
+                    size = os.fstat(fd).st_size
                     path.unlink()
+                    removed += size
             finally:
                 os.close(fd)
+        return removed
 
     def _last_used(self, entry: os.DirEntry[str]) -> float:
         """When the block ``entry`` was last used: the time its ``KEY.lock`` was last touched (a
