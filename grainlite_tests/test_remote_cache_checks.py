@@ -250,6 +250,23 @@ def test_a_download_with_room_to_spare_lists_nothing_after_the_process_s_first(d
         source.close()
 
 
+def test_a_hint_of_cached_files_starts_no_download_thread(data, tmp_path):
+    cache = tmp_path / "cache"
+    source = _source(data, cache)
+    assert [source[f * RECORDS] for f in range(FILES)] == [record(f, 0) for f in range(FILES)]
+    source.close()
+    server = data[1]
+    code = (  # a fresh process: no download thread of an earlier test lingers in it
+        "import threading, grainlite as grain; "
+        f"s = grain.ArrayRecordDataSource({server.url('checks/part-*.array_record')!r}, "
+        f"storage_options={server.storage_options()!r}, cache_dir={str(cache)!r}); "
+        "s.prefetch_keys(list(range(len(s)))); "
+        "print(sorted(t.name for t in threading.enumerate() if t.name.startswith('grainlite')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize("ledger", ["999999999999\n", "damaged"])
 def test_a_ledger_that_counts_too_much_or_is_damaged_is_counted_again_before_evicting(
     data, tmp_path, ledger

@@ -136,6 +136,8 @@ class ShardCache(CacheRoom):
     def fetch_ahead(self, blob: Blob) -> None:
         """Downloads ``blob`` in the background if it is missing and fits in free room (never
         evicting for it); returns at once. Errors are left for the read that needs it."""
+        if self.has_block(blob):  # one stat: a hint of a cached file costs no thread's work
+            return
         state = process_state()
         with state.lock:
             if blob.key in state.queued:
