@@ -111,13 +111,13 @@ class CacheRoom:
             with self._space_lock() as ledger:
                 used = self._ledger(ledger)
                 swept = process_state().swept
-                if used is not None and str(self.directory) not in swept:
-                    used = max(0, used - self._remove_orphans())  # of processes that died
                 if used is None or used + blob.size > self.limit:  # count the folder again
                     self._remove_orphans()
                     used = self.used_bytes()
                     if evict and used + blob.size > self.limit:
                         used -= self._evict(used + blob.size - self.limit)
+                elif str(self.directory) not in swept:  # orphans of processes that died
+                    used = max(0, used - self._remove_orphans())
                 swept.add(str(self.directory))
                 if used + blob.size <= self.limit:
                     self._set_ledger(ledger, used + blob.size)  # before the bytes are taken
