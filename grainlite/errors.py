@@ -186,6 +186,11 @@ def shown(value: object) -> str:
     return clipped(repr(value))
 
 
+def shown_text(value: object) -> str:
+    """A string as written where it is short (a checkpoint's identity), else :func:`shown`."""
+    return value if isinstance(value, str) and len(value) <= SHOWN_CHARS else shown(value)
+
+
 def clipped(text: str) -> str:
     """``text`` cut to the length an error message quotes (a dataset's ``str``, a structure)."""
     if len(text) <= SHOWN_CHARS:

@@ -18,7 +18,7 @@ from typing import Any
 
 from grainlite.checks import state_int
 from grainlite.engine.position import IteratorPosition, decode_interleave
-from grainlite.errors import SHOWN_CHARS, CheckpointMismatchError, shown
+from grainlite.errors import CheckpointMismatchError, shown, shown_text
 from grainlite.loader.state import holes_field as pending_field
 from grainlite.loader.state.encoding import SKIPPED_FIELD, VERSION
 from grainlite.loader.state.holes_field import HolesField
@@ -248,23 +248,18 @@ def _add_skipped(document: dict[str, Any], states: list[WorkerState], layout: La
         states[w] = dataclasses.replace(states[w], skipped=tuple(entries))
 
 
-def _shown_text(value: Any) -> str:
-    """A checkpoint's identity string as written, cut to a readable length."""
-    return value if isinstance(value, str) and len(value) <= SHOWN_CHARS else shown(value)
-
-
 def _check_identity(document: dict[str, Any], layout: Layout) -> None:
     if document["worker_count"] != layout.worker_count:
         raise CheckpointMismatchError(
             "Worker count in checkpoint does not match dataloader worker count.\n"
-            f"worker count in checkpoint: {_shown_text(document['worker_count'])}\n"
+            f"worker count in checkpoint: {shown_text(document['worker_count'])}\n"
             f"worker count in dataloader: {layout.worker_count}\n"
             "Restore with the worker_count the checkpoint was saved with."
         )
     if document["sampler"] != layout.sampler_repr:
         raise CheckpointMismatchError(
             "Sampler in checkpoint does not match dataloader sampler.\n"
-            f"sampler in checkpoint: {_shown_text(document['sampler'])}\n"
+            f"sampler in checkpoint: {shown_text(document['sampler'])}\n"
             f"sampler in dataloader: {layout.sampler_repr}\n"
             "The sampler is compared by `repr(sampler)`: build the loader with the same sampler "
             "arguments, or give a custom sampler a stable `__repr__`."
@@ -272,7 +267,7 @@ def _check_identity(document: dict[str, Any], layout: Layout) -> None:
     if not source_matches(document["data_source"], layout.source_repr, layout.source_aliases):
         raise CheckpointMismatchError(
             "DataSource in checkpoint does not match datasource in dataloader.\n"
-            f"data source in checkpoint: {_shown_text(document['data_source'])}\n"
+            f"data source in checkpoint: {shown_text(document['data_source'])}\n"
             f"data source in dataloader: {layout.source_repr}\n"
             "The source is compared by `repr(data_source)`: use the same data, or give a custom "
             "source a stable `__repr__` (no memory addresses or random names)."

@@ -41,8 +41,7 @@ import dataclasses
 import re
 from typing import Any
 
-from grainlite.errors import CheckpointMismatchError
-from grainlite.loader.state import decoding
+from grainlite.errors import CheckpointMismatchError, shown_text
 from grainlite.loader.state.deal import Remainder
 from grainlite.loader.state.layout import Layout
 from grainlite.loader.state.saved_state import SavedState
@@ -105,7 +104,7 @@ def check_sampler(document: Any, host: int, hosts: int, sampler: IndexSampler) -
         what = "; ".join(wrong)
     raise CheckpointMismatchError(
         "Sampler in checkpoint does not match dataloader sampler.\n"
-        f"sampler in checkpoint (process {host} of {hosts}): {decoding._shown_text(saved)}\n"
+        f"sampler in checkpoint (process {host} of {hosts}): {shown_text(saved)}\n"
         f"sampler in dataloader: {sampler!r}\n"
         f"What differs: {what}.\n"
         "Restoring onto another process count compares the sampler up to its shard: build it "
