@@ -14,6 +14,7 @@ import grain
 import numpy as np
 import pytest
 
+import grainlite as lite
 from grainlite.dataset.dataset_iterator import DatasetIterator
 from grainlite.dataset.flat_map import FlatMapMapDataset
 from grainlite.dataset.iter_dataset import IterDataset
@@ -120,6 +121,76 @@ def test_map_batch_fills_its_rows_as_large_elements_are_made_never_holding_them_
         assert got.dtype == want.dtype
     # Each element is copied into its row as it is made, and freed: never a batch of them.
     assert arrays.most <= 2, arrays.most
+
+
+def _size_of(index):
+    """Elements 16-31 hold 32 KB (rows pay), the others 16 bytes (stacked at the end)."""
+    return 64 * 128 if 16 <= index < 32 else 4
+
+
+class CallLog:
+    """Two map functions that log their calls: ``make`` an element, then ``scale`` it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def make(self, index):
+        self.calls.append(("make", index))
+        return np.full(_size_of(index), index, dtype=np.float32)
+
+    def scale(self, array):
+        self.calls.append(("scale", int(array[0])))
+        return array * 2
+
+
+def _patterns(calls, batch_size):
+    """Per batch of logged calls: ``"block"`` (every element made, then every one scaled, as
+    one block read of the parents) or ``"rows"`` (each made and scaled before the next)."""
+    patterns = []
+    for start in range(0, len(calls), 2 * batch_size):
+        batch = calls[start : start + 2 * batch_size]
+        kinds = [kind for kind, _ in batch]
+        if kinds == ["make"] * batch_size + ["scale"] * batch_size:
+            patterns.append("block")
+        elif kinds == ["make", "scale"] * batch_size:
+            patterns.append("rows")
+        else:
+            patterns.append(f"neither: {batch}")
+    return patterns
+
+
+def test_map_batch_reads_small_elements_in_one_block_after_a_first_batch_and_large_ones_by_rows():
+    log = CallLog()
+    batched = MapDataset.range(48).map(log.make).map(log.scale).batch(8)
+    batches = [batched[i] for i in range(6)]
+    for i, got in enumerate(batches):
+        want = np.stack([np.full(_size_of(k), 2 * k, np.float32) for k in range(8 * i, 8 * i + 8)])
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+    # Batch 0 is made row by row and its first element says rows do not pay for 16 bytes:
+    # batch 1 is one block read. Batch 2's elements (32 KB) come in that block read too, and
+    # say rows pay: batch 3 is made row by row, so is batch 4, whose small elements send the
+    # node back to block reads for batch 5.
+    assert _patterns(log.calls, 8) == ["rows", "block", "block", "rows", "rows", "block"]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batches_of_elements_that_grow_and_shrink_are_the_stacked_elements_at_any_worker_count(
+    workers,
+):
+    batched = MapDataset.range(48).map(CallLog().make).batch(8).to_iter_dataset()
+    if workers:
+        batched = batched.mp_prefetch(lite.MultiprocessingOptions(num_workers=workers))
+    want = [
+        np.stack([np.full(_size_of(k), k, np.float32) for k in range(8 * i, 8 * i + 8)])
+        for i in range(6)
+    ]
+    with iter(batched) as iterator:
+        got = list(iterator)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype
 
 
 def _recording(base):

@@ -34,7 +34,7 @@ from grainlite.dataset.batch_arguments import check_batch_arguments, stack
 from grainlite.dataset.map import parent_stream
 from grainlite.dataset.map_dataset import MapDataset, first_hole_maker
 from grainlite.errors import GrainliteValueError
-from grainlite.transforms.batch_rows import batch_as_they_come
+from grainlite.transforms.batch_rows import batch_as_they_come, rows_pay
 
 
 def _hole_maker_upstream(dataset: MapDataset) -> str | None:
@@ -103,8 +103,9 @@ class BatchMapDataset(MapDataset):
             )
         rows = self._batch_rows(index, length)
         if self._in_rows:
-            return batch_as_they_come(parent_stream(self._parent)(rows), len(rows), None, stack)
-        return self._batch_fn(parent_getitems(self._parent)(rows))
+            stream = parent_stream(self._parent)(rows)
+            return batch_as_they_come(stream, len(rows), None, stack, self._rows_do_not_pay)
+        return self._batch_fn(self._noted(parent_getitems(self._parent)(rows)))
 
     def _getitems(self, indices: Sequence[int]) -> list[Any]:
         if len(indices) <= 1:
@@ -114,11 +115,12 @@ class BatchMapDataset(MapDataset):
         rows, bounds = self._rows(indices)
         if self._in_rows:  # each element into its batch row as it is made
             stream = parent_stream(self._parent)(rows)
+            note = self._rows_do_not_pay
             return [
-                batch_as_they_come(itertools.islice(stream, b - a), b - a, None, stack)
+                batch_as_they_come(itertools.islice(stream, b - a), b - a, None, stack, note)
                 for a, b in itertools.pairwise(bounds)
             ]
-        values = parent_getitems(self._parent)(rows)
+        values = self._noted(parent_getitems(self._parent)(rows))
         batch_fn = self._batch_fn
         return [batch_fn(values[a:b]) for a, b in itertools.pairwise(bounds)]
 
@@ -126,10 +128,29 @@ class BatchMapDataset(MapDataset):
     def _in_rows(self) -> bool:
         """Whether batches are filled row by row as the elements are made, in private memory
         (:func:`~grainlite.transforms.batch_rows.batch_as_they_come`): grainlite's own node with
-        the default stacking, outside an ``mp_prefetch`` worker (which fills shared memory). A
-        batch of decoded images then never holds its elements and itself at once (the images
-        benchmark's Dataset API at W=0: peak RSS 167-169 MB before, 149-156 MB after)."""
-        return self._fill is None and self.fills_shared_memory
+        the default stacking, outside an ``mp_prefetch`` worker (which fills shared memory),
+        while its elements are ones rows pay for (:attr:`_rows_pay`). A batch of decoded images
+        then never holds its elements and itself at once (the images benchmark's Dataset API at
+        W=0: peak RSS 167-169 MB before, 149-156 MB after)."""
+        return self._rows_pay and self._fill is None and self.fills_shared_memory
+
+    _rows_pay = True
+    """False once a batch's first element was too small for rows (or of another kind,
+    :func:`~grainlite.transforms.batch_rows.rows_pay`): such batches are stacked at the end all
+    the same, so the next ones read their elements in one block, each not made alone through
+    the parents' streams (the Dataset API at W=0 on 16-byte records: 7 % more records/s).
+    True again when a block's first element is one rows pay for. Only how elements are
+    gathered changes: the same calls in the same order, the same batches and errors."""
+
+    def _rows_do_not_pay(self) -> None:
+        self._rows_pay = False
+
+    def _noted(self, values: list[Any]) -> list[Any]:
+        """``values``, a block read where rows did not pay; notes whether they pay again (the
+        elements grew), where this node may fill rows at all."""
+        if values and self._fill is None and self.fills_shared_memory and rows_pay(values[0]):
+            self._rows_pay = True
+        return values
 
     def _stream(self, indices: Sequence[int]) -> Iterator[Any]:
         """``_getitems`` one batch at a time: each batch's rows are one block read of the
@@ -137,11 +158,18 @@ class BatchMapDataset(MapDataset):
         next one's rows are read."""
         fill = self._fill
         if fill is not None and len(indices) and len(self):
-            # Each element into its row as it is made (stack_with).
+            # Each element into its row as it is made (stack_with), while rows pay.
             stream = parent_stream(self._parent)
+            getitems = parent_getitems(self._parent)
             rows, bounds = self._rows(indices)
             for a, b in itertools.pairwise(bounds):
-                yield fill(stream(rows[a:b]), b - a)
+                if self._rows_pay:
+                    yield fill(stream(rows[a:b]), b - a, stacked=self._rows_do_not_pay)
+                    continue
+                values = getitems(rows[a:b])
+                if values and rows_pay(values[0]):
+                    self._rows_pay = True
+                yield self._batch_fn(values)
             return
         if len(indices) <= 1 or not len(self):
             yield from self._getitems(indices)
@@ -192,16 +220,17 @@ class BatchMapDataset(MapDataset):
         (:attr:`fills_shared_memory`)."""
         return self if self.fills_shared_memory else None
 
-    _fill: Callable[[Iterator[Any], int], Any] | None = None
+    _fill: Callable[..., Any] | None = None
 
     def stack_with(
         self,
         batch_fn: Callable[[list[Any]], Any],
-        fill: Callable[[Iterator[Any], int], Any] | None = None,
+        fill: Callable[..., Any] | None = None,
     ) -> None:
         """Makes this node batch with ``batch_fn`` in place of the default stacking, and, where
         ``fill`` is given, make a batch it streams (:meth:`_stream`) with ``fill(elements,
-        count)``, which takes each element as it is made: an ``mp_prefetch`` worker's private
-        copy fills its rows in shared memory."""
+        count, stacked=...)`` (:func:`~grainlite.transforms.batch_rows.batch_as_they_come`'s
+        arguments), which takes each element as it is made while rows pay: an ``mp_prefetch``
+        worker's private copy fills its rows in shared memory."""
         self._batch_fn = batch_fn
         self._fill = fill

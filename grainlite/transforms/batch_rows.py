@@ -178,23 +178,34 @@ class BatchRows:
         return {key: by_key[key] for key in self.order or ()}
 
 
+def rows_pay(element: Any) -> bool:
+    """Whether a batch of elements like ``element`` is worth filling row by row
+    (:class:`BatchRows` takes it): where not, it is stacked at the end, and a batch node may as
+    well read its elements in one block (no element made alone, one after the other)."""
+    return BatchRows.layout(element) is not None
+
+
 def batch_as_they_come(
     elements: Iterator[Any],
     size: int,
     allocate: Allocator | None,
     stack: Callable[[list[Any]], Any],
+    stacked: Callable[[], None] | None = None,
 ) -> Any:
     """The batch of ``elements`` (one to ``size`` of them), each copied into its row of
     ``allocate``'s memory (private memory where None) as it comes, so no two are held at once
     (:class:`BatchRows`); ``stack`` of them all where they are not a case :class:`BatchRows`
     takes, as ``make_batch`` would stack them (the rows already filled are handed back as
-    elements).
+    elements). ``stacked`` is called where the first element says rows do not pay
+    (:func:`rows_pay`).
 
     An error raised by ``elements`` propagates; the rows allocated for the batch stay with the
     element being made, whose memory the caller gives back with it."""
     first = next(elements)
     rows = BatchRows.start(first, size, allocate)
     if rows is None:
+        if stacked is not None and not rows_pay(first):
+            stacked()
         return stack([first, *elements])
     del first  # in its row: the element can go
     for element in elements:
