@@ -146,9 +146,10 @@ class BatchMapDataset(MapDataset):
         self._rows_pay = False
 
     def _noted(self, values: list[Any]) -> list[Any]:
-        """``values``, a block read where rows did not pay; notes whether they pay again (the
-        elements grew), where this node may fill rows at all."""
-        if values and self._fill is None and self.fills_shared_memory and rows_pay(values[0]):
+        """``values``, a block read without rows; notes whether rows pay for them again (the
+        elements grew), where this node fills rows at all (here, or in a worker's copy)."""
+        may_fill = self._fill is not None or self.fills_shared_memory
+        if values and may_fill and not self._rows_pay and rows_pay(values[0]):
             self._rows_pay = True
         return values
 
@@ -166,10 +167,7 @@ class BatchMapDataset(MapDataset):
                 if self._rows_pay:
                     yield fill(stream(rows[a:b]), b - a, stacked=self._rows_do_not_pay)
                     continue
-                values = getitems(rows[a:b])
-                if values and rows_pay(values[0]):
-                    self._rows_pay = True
-                yield self._batch_fn(values)
+                yield self._batch_fn(self._noted(getitems(rows[a:b])))
             return
         if len(indices) <= 1 or not len(self):
             yield from self._getitems(indices)

@@ -202,10 +202,13 @@ def batch_as_they_come(
     An error raised by ``elements`` propagates; the rows allocated for the batch stay with the
     element being made, whose memory the caller gives back with it."""
     first = next(elements)
-    rows = BatchRows.start(first, size, allocate)
-    if rows is None:
-        if stacked is not None and not rows_pay(first):
+    rows = BatchRows.layout(first)
+    if rows is None:  # rows do not pay for it
+        if stacked is not None:
             stacked()
+        return stack([first, *elements])
+    rows.allocate(size, allocate)
+    if not rows.add(first):  # a Python int beyond int64: stacked the usual way
         return stack([first, *elements])
     del first  # in its row: the element can go
     for element in elements:
