@@ -138,7 +138,7 @@ class BatchMapDataset(MapDataset):
     """False once a batch's first element was too small for rows (or of another kind,
     :func:`~grainlite.transforms.batch_rows.rows_pay`): such batches are stacked at the end all
     the same, so the next ones read their elements in one block, each not made alone through
-    the parents' streams (the Dataset API at W=0 on 16-byte records: 7 % more records/s).
+    the parents' streams (the Dataset API at W=0 on 16-byte records: see the performance page).
     True again when a block's first element is one rows pay for. Only how elements are
     gathered changes: the same calls in the same order, the same batches and errors."""
 
