@@ -31,6 +31,7 @@ import numpy as np
 from grainlite.errors import GrainliteTypeError
 from grainlite.sources.array_record_files import (
     DEFAULT_OPTIONS,
+    File,
     as_entries,
     check_reader_options,
     corrupted_record_error,
@@ -276,7 +277,10 @@ class ArrayRecordDataSource:
         (:mod:`grainlite.sources.list_reads`). A read that fails raises array_record's own
         error without naming the record (that costs a read per key): the reader reads those
         keys again through :meth:`__getitems__`, which names it, at their place."""
-        return self._read_keys(keys, self._read_runs)
+        return self._read_keys(keys, self._read_ahead)
+
+    def _read_ahead(self, index: int, positions: np.ndarray) -> list[bytes]:
+        return self._read_runs(index, positions, in_background=True)
 
     def _read_keys(self, array: np.ndarray, read: Any) -> list[bytes]:
         """``read(file, positions)`` for the keys of each file in ``array``, in order."""
@@ -330,12 +334,17 @@ class ArrayRecordDataSource:
         key = bad - file.start + (self._ends[index - 1] if index else 0)
         return corrupted_record_error(file.path, key, bad, error)
 
-    def _read_runs(self, index: int, positions: np.ndarray) -> list[bytes]:
+    def _read_runs(
+        self, index: int, positions: np.ndarray, in_background: bool = False
+    ) -> list[bytes]:
+        """The records at ``positions`` of file ``index``: one index-list read, or a range read
+        per run of consecutive positions, whichever costs less (see :func:`_list_read_pays`).
+        ``in_background``: a read ahead in its own thread (:meth:`list_read`)."""
         reader = self._reader(index)
         starts = np.flatnonzero(np.diff(positions) != 1) + 1
         runs = starts.size + 1
         if (
-            runs * _RUNS_PER_LIST_READ >= self._files[index].records
+            _list_read_pays(runs, self._files[index], in_background)
             or positions.max() >= _INT32_MAX
         ):
             return reader.read(positions.tolist())
@@ -377,6 +386,25 @@ class ArrayRecordDataSource:
 
     def __repr__(self) -> str:
         return self._repr
+
+
+def _list_read_pays(runs: int, file: File, in_background: bool) -> bool:
+    """Whether one index-list read of ``runs`` runs of keys in ``file`` costs less than a range
+    read per run.
+
+    The list read costs about 2.5 ns per record in the file per call, so it needs many runs to
+    pay (:data:`_RUNS_PER_LIST_READ`). It also hands each chunk to array_record's thread pool: on
+    files of one record per chunk (``group_size:1``) that costs more CPU per key than the range
+    read (12-16 us against 7-8 us per record of the ``images`` benchmark file, 4.4 against 2.9 us
+    of ``small``'s at 16,384 keys), so there a reader in the consuming thread, whose every CPU
+    second is the pipeline's, reads by ranges. Where several records share a chunk the list read
+    decodes each chunk once for all its keys (65 against 157 us per record at 1,024 keys of a
+    ``group_size:64`` copy of ``images``). A read ahead in its own thread lists its keys in both
+    cases: the call releases the interpreter lock throughout, the range reads take it per key.
+    """
+    if file.group_size == 1 and not in_background:
+        return False
+    return runs * _RUNS_PER_LIST_READ >= file.records
 
 
 def _as_key(key: Any) -> int:

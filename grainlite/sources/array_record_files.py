@@ -38,13 +38,15 @@ def array_record_module() -> Any:
 @dataclass(frozen=True)
 class File:
     """The records ``[start, end)`` of one file that holds ``records`` records; ``blob``: the
-    object of a remote file (read from the cache), None for a local one."""
+    object of a remote file (read from the cache), None for a local one; ``group_size``: the
+    records per chunk it was written with (0 where its options do not say)."""
 
     path: str
     start: int
     end: int
     records: int
     blob: Any = None
+    group_size: int = 0
 
 
 def check_reader_options(reader_options: Any) -> dict[str, str]:
@@ -190,10 +192,10 @@ def _inspect(
     options: str,
     keep: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> tuple[File, str, Any, Any]:
-    """The records to read from one path, the options its file was written with, its open
-    reader if ``keep`` (else None) and, for a remote file, the head and tail its index was read
-    from (else None)."""
+) -> tuple[File, Any, Any]:
+    """The records to read from one path (with the group size its file was written with), its
+    open reader if ``keep`` (else None) and, for a remote file, the head and tail its index was
+    read from (else None)."""
     path, start, end = entry
     blob = edges = None
     if is_remote(path):
@@ -221,7 +223,9 @@ def _inspect(
             f"ArrayRecordDataSource slice [{start}:{end}] of {path!r} runs past its {count} "
             f"records; pass bounds with 0 <= start <= end <= {count}."
         )
-    return File(path, start, end, count, blob), written_with, reader, edges
+    group = re.search(r"group_size:(\d+)", written_with)
+    group_size = int(group[1]) if group else 0
+    return File(path, start, end, count, blob, group_size), reader, edges
 
 
 def resolve(
@@ -244,19 +248,18 @@ def resolve(
             results = list(
                 pool.map(lambda entry: _inspect(entry, options, False, storage_options), entries)
             )
-    for file, written_with, _, _ in results:
-        group_size = re.search(r"group_size:(\d+)", written_with)
-        if group_size and group_size[1] != "1":
+    for file, _, _ in results:
+        if file.group_size > 1:
             warnings.warn(
-                f"{file.path!r} was written with group_size:{group_size[1]}, so every random read "
-                f"decodes a group of {group_size[1]} records; rewrite it with "
+                f"{file.path!r} was written with group_size:{file.group_size}, so every random "
+                f"read decodes a group of {file.group_size} records; rewrite it with "
                 f"ArrayRecordWriter(path, 'group_size:1') for fast random access.",
                 stacklevel=4,
             )
     edges: dict[int, Any] = {}
-    if any(file.blob is not None for file, _, _, _ in results):
+    if any(file.blob is not None for file, _, _ in results):
         from grainlite.sources.remote.first_copies import MAX_FILES
 
         if len(results) <= MAX_FILES:
-            edges = {i: result[3] for i, result in enumerate(results) if result[3] is not None}
-    return [file for file, _, _, _ in results], results[0][2], edges
+            edges = {i: result[2] for i, result in enumerate(results) if result[2] is not None}
+    return [file for file, _, _ in results], results[0][1], edges
