@@ -49,6 +49,13 @@ class File:
     group_size: int = 0
 
 
+def written_group_size(writer_options: str) -> int | None:
+    """The records per chunk an ArrayRecord file's writer options (``writer_options_string()``)
+    name, or None where they name none."""
+    group = re.search(r"group_size:(\d+)", writer_options)
+    return int(group[1]) if group else None
+
+
 def check_reader_options(reader_options: Any) -> dict[str, str]:
     """``reader_options`` as a dict of str to str, or the error naming what is accepted."""
     if reader_options is None:
@@ -223,8 +230,7 @@ def _inspect(
             f"ArrayRecordDataSource slice [{start}:{end}] of {path!r} runs past its {count} "
             f"records; pass bounds with 0 <= start <= end <= {count}."
         )
-    group = re.search(r"group_size:(\d+)", written_with)
-    group_size = int(group[1]) if group else 0
+    group_size = written_group_size(written_with) or 0
     return File(path, start, end, count, blob, group_size), reader, edges
 
 

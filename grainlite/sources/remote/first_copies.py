@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from grainlite.sources.array_record_files import written_group_size
 from grainlite.sources.distinct import first_positions
 from grainlite.sources.remote.cache_blocks import Blob, write_at
 from grainlite.sources.remote.files import FIRST_TAIL, HEAD_BYTES
@@ -247,8 +248,7 @@ def _open_edges(
 def _mean_chunk(blob: Blob, reader: Any) -> int:
     """The mean bytes of one chunk of ``blob``: its records per chunk (``group_size``, written
     in its options) times the mean bytes of a record."""
-    group = re.search(r"group_size:(\d+)", reader.writer_options_string())
-    per_chunk = int(group[1]) if group else 65536  # array_record's default group
+    per_chunk = written_group_size(reader.writer_options_string()) or 65536  # the default
     records = max(1, reader.num_records())
     return blob.size // records * min(per_chunk, records)
 
